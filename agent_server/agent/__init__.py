@@ -1,0 +1,1 @@
+"""The agent harness: loop, tools, edit application, workspaces, summarizer. No web framework here."""

@@ -1,0 +1,1 @@
+"""The FastAPI app: routers, the WebSocket protocol, sessions."""

@@ -1,0 +1,1 @@
+"""Model backends behind the `ModelBackend` protocol (base.py): the only code that talks to a model."""

@@ -1,0 +1,150 @@
+"""The `ModelBackend` seam: the only interface through which Apprentice talks to a model.
+
+Implementations: `openai_http.OpenAIBackend` (vLLM or any OpenAI-compatible server) and
+`embedded.EmbeddedBackend` (transformers + peft in-process on the CPU). Both return the
+sampled tokens' ids and behaviour logprobs with every completion: the learner's off-policy
+correction needs them, so they are not optional.
+
+Messages are OpenAI-style chat dicts: {"role": "system"|"user"|"assistant"|"tool",
+"content": str, ...}.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+Message = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How to sample one completion."""
+
+    max_tokens: int = 256
+    temperature: float = 0.7
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model wrote it
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion, with what the learner needs to learn from it."""
+
+    text: str
+    token_ids: list[int]
+    logprobs: list[float]  # behaviour logprob of each sampled token, same length as token_ids
+    finish_reason: str  # "stop" | "length" | "tool_calls" | "cancelled"
+    usage: Usage
+    model: str  # the base model's name
+    adapter: str | None  # the LoRA adapter that served it (e.g. "policy-v3"); None = base model
+    prompt_token_ids: list[int] | None = None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A piece of a streamed completion. The last chunk carries finish_reason and usage."""
+
+    text: str
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    adapter: str | None = None
+
+
+class ModelError(Exception):
+    """Base of every error a backend raises; `code` is stable for clients."""
+
+    code = "model_error"
+
+
+class BackendUnavailable(ModelError):
+    """The model server cannot be reached (after retries), or timed out."""
+
+    code = "model_unavailable"
+
+
+class AdapterNotFound(ModelError):
+    """The requested LoRA adapter is not loaded on the backend."""
+
+    code = "adapter_not_found"
+
+
+@runtime_checkable
+class ModelBackend(Protocol):
+    """What the agent loop, the language server and the learner need from a model."""
+
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def context_window(self) -> int:
+        """Maximum tokens of prompt plus completion."""
+        ...
+
+    @property
+    def adapter(self) -> str | None:
+        """The adapter used when a call names none (set by the deployments table)."""
+        ...
+
+    def use_adapter(self, name: str | None) -> None:
+        """Serve `name` (already loaded) by default from now on; None = the base model."""
+        ...
+
+    async def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        schema: dict[str, Any] | None = None,
+        sampling: Sampling = Sampling(),
+        adapter: str | None = None,
+    ) -> Completion:
+        """One completion. `schema` constrains the text to JSON matching it, where supported."""
+        ...
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        *,
+        schema: dict[str, Any] | None = None,
+        sampling: Sampling = Sampling(),
+        adapter: str | None = None,
+    ) -> AsyncIterator[Chunk]:
+        """The same completion as a stream of chunks; concatenated, equal to `complete`."""
+        ...
+
+    def count_tokens(self, messages: Sequence[Message]) -> int:
+        """Prompt tokens of `messages` with the model's own tokenizer and chat template."""
+        ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,170 @@
+"""The one `Settings` object of an Apprentice process.
+
+Only entry points (the CLI, the ASGI factory, the Celery app module) build a `Settings`;
+everything else receives it, or a component config derived from it, as an argument.
+
+Sources, highest priority first: keyword arguments, environment variables with the prefix
+`APPRENTICE_` (e.g. `APPRENTICE_DATABASE_URL`), a TOML file (`APPRENTICE_CONFIG`, default
+`$APPRENTICE_HOME/config.toml`, optional), then the embedded defaults below. Every field is
+documented in docs/configuration.md; `tests/test_settings.py` keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+ENV_PREFIX = "APPRENTICE_"
+
+
+def _default_home() -> Path:
+    return Path(os.environ.get(f"{ENV_PREFIX}HOME", "~/.apprentice")).expanduser()
+
+
+def _config_file() -> Path:
+    explicit = os.environ.get(f"{ENV_PREFIX}CONFIG")
+    return Path(explicit).expanduser() if explicit else _default_home() / "config.toml"
+
+
+class Settings(BaseSettings):
+    """Configuration of every Apprentice process. Fields left empty derive from `home`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, extra="forbid", validate_default=True, frozen=True
+    )
+
+    home: Path = Field(
+        default_factory=_default_home,
+        description="Data directory: database, broker files, token, models, adapters, logs.",
+    )
+    database_url: str = Field(
+        default="",
+        description="SQLAlchemy URL of the feedback database. Empty: SQLite at "
+        "$APPRENTICE_HOME/apprentice.db. Postgres: postgresql+psycopg://user@host/db.",
+    )
+    broker_url: str = Field(
+        default="",
+        description="Celery broker URL. Empty: kombu's SQLAlchemy transport on SQLite at "
+        "$APPRENTICE_HOME/broker.db (no server needed). Production: redis://host:6379/0.",
+    )
+    result_backend: str = Field(
+        default="",
+        description="Celery result backend. Empty: db+sqlite at $APPRENTICE_HOME/results.db.",
+    )
+    model_backend: Literal["embedded", "openai"] = Field(
+        default="embedded",
+        description="`embedded`: transformers + peft in-process on the CPU. `openai`: an "
+        "OpenAI-compatible HTTP server such as vLLM at `model_url`.",
+    )
+    model_url: str = Field(
+        default="http://127.0.0.1:8000/v1",
+        description="Base URL of the OpenAI-compatible server (used when model_backend=openai).",
+    )
+    model_name: str = Field(
+        default="",
+        description="Base model: a local directory in Hugging Face format for the embedded "
+        "backend, the served model name for the HTTP backend. Empty: the dev model at "
+        "$APPRENTICE_HOME/models/dev.",
+    )
+    model_api_key: SecretStr = Field(
+        default=SecretStr(""), description="Bearer key for the model server, if it needs one."
+    )
+    model_timeout_s: float = Field(
+        default=120.0, gt=0, description="Timeout of one model request, in seconds."
+    )
+    token: SecretStr = Field(
+        default=SecretStr(""),
+        description="User token for the HTTP API and the WebSocket. Empty: made on first start "
+        "into $APPRENTICE_HOME/token (mode 0600) and read from there afterwards.",
+    )
+    admin_token: SecretStr = Field(
+        default=SecretStr(""),
+        description="Admin token for /v1/admin. Empty: made into $APPRENTICE_HOME/admin_token.",
+    )
+    host: str = Field(default="127.0.0.1", description="Interface the agent server binds.")
+    port: int = Field(default=8765, ge=1, le=65535, description="Port of the agent server.")
+    lsp_host: str = Field(default="127.0.0.1", description="Interface of `apprentice lsp --tcp`.")
+    lsp_port: int = Field(default=8766, ge=1, le=65535, description="Port of `lsp --tcp`.")
+    allowed_origins: list[str] = Field(
+        default_factory=lambda: ["vscode-webview://*", "vscode-file://*"],
+        description="Browser Origins allowed on the WebSocket (fnmatch patterns). Clients that "
+        "send no Origin (editors, CLI) are allowed; any other browser Origin is refused.",
+    )
+    learner_interval_s: int = Field(
+        default=600,
+        ge=0,
+        description="Seconds between scheduled learner cycles (celery beat). 0 turns the "
+        "schedule off; `apprentice learn` still runs a cycle by hand.",
+    )
+    learner_min_feedback: int = Field(
+        default=16, ge=1, description="A scheduled cycle is skipped below this many new outcomes."
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        default="INFO", description="Log level of every Apprentice process."
+    )
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _absolute_home(cls, value: Path) -> Path:
+        return value.expanduser().resolve()
+
+    @model_validator(mode="after")
+    def _derive_embedded_defaults(self) -> Settings:
+        # Frozen model: fill the derived defaults once, at construction.
+        derived = {
+            "database_url": f"sqlite:///{self.home / 'apprentice.db'}",
+            "broker_url": f"sqla+sqlite:///{self.home / 'broker.db'}",
+            "result_backend": f"db+sqlite:///{self.home / 'results.db'}",
+            "model_name": str(self.home / "models" / "dev"),
+        }
+        for name, value in derived.items():
+            if not getattr(self, name):
+                object.__setattr__(self, name, value)
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=_config_file())
+        return (init_settings, env_settings, toml)
+
+    # Paths that several components agree on.
+    @property
+    def adapters_dir(self) -> Path:
+        return self.home / "adapters"
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    @property
+    def dev_model_dir(self) -> Path:
+        return self.home / "models" / "dev"
+
+    @property
+    def token_file(self) -> Path:
+        return self.home / "token"
+
+    @property
+    def admin_token_file(self) -> Path:
+        return self.home / "admin_token"
+
+    def ensure_home(self) -> Path:
+        """Create the data directory (mode 0700) if it is missing and return it."""
+        self.home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return self.home

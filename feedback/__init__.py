@@ -1,0 +1,1 @@
+"""The feedback log: SQLAlchemy models, engine setup and small query functions. Imports nothing of ours."""

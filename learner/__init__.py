@@ -1,0 +1,1 @@
+"""The learner: Celery tasks that turn feedback into gated LoRA updates and deploy them."""

