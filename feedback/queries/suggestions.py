@@ -1,0 +1,179 @@
+"""Suggestions and their outcomes, and the learner's read of both.
+
+    s = record_suggestion(db, kind="edit", model="dev", adapter_version=None, ...)
+    record_outcome(db, suggestion_id=s.id, kind="accepted", client_event_id="evt-17")
+
+`record_outcome` is idempotent on `client_event_id`: the same event written twice (a
+client retry, or two connections at once) stores one row, and both calls get that row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session, selectinload
+
+from feedback.models import Outcome, Suggestion
+
+
+class UnknownSuggestion(LookupError):
+    """No suggestion with that id."""
+
+
+class OutcomeConflict(ValueError):
+    """A client_event_id was reused for a different suggestion or outcome kind."""
+
+
+def record_suggestion(
+    db: Session,
+    *,
+    kind: str,
+    model: str,
+    adapter_version: int | None,
+    prompt_messages: list[Any],
+    completion_text: str,
+    completion_token_ids: list[int],
+    completion_logprobs: list[float],
+    proposed: str,
+    session_id: str | None = None,
+    prompt_token_ids: list[int] | None = None,
+    finish_reason: str | None = None,
+    sampling: dict[str, Any] | None = None,
+    file_path: str | None = None,
+    latency_s: float | None = None,
+    suggestion_id: str | None = None,
+) -> Suggestion:
+    """Store one model output before the client sees it (token ids and logprobs required)."""
+    if len(completion_token_ids) != len(completion_logprobs):
+        raise ValueError(
+            f"{len(completion_token_ids)} completion token ids but "
+            f"{len(completion_logprobs)} logprobs: pass one logprob per sampled token"
+        )
+    row = Suggestion(
+        kind=kind,
+        model=model,
+        adapter_version=adapter_version,
+        session_id=session_id,
+        prompt_messages=prompt_messages,
+        prompt_token_ids=prompt_token_ids,
+        completion_text=completion_text,
+        completion_token_ids=completion_token_ids,
+        completion_logprobs=completion_logprobs,
+        finish_reason=finish_reason,
+        sampling=sampling,
+        proposed=proposed,
+        file_path=file_path,
+        latency_s=latency_s,
+    )
+    if suggestion_id is not None:
+        row.id = suggestion_id
+    db.add(row)
+    db.flush()
+    return row
+
+
+def get_suggestion(db: Session, *, suggestion_id: str) -> Suggestion | None:
+    return db.get(Suggestion, suggestion_id)
+
+
+def record_outcome(
+    db: Session,
+    *,
+    suggestion_id: str,
+    kind: str,
+    client_event_id: str,
+    accepted_part: list[Any] | None = None,
+    accepted_length: int | None = None,
+    reason: str | None = None,
+    final_text: str | None = None,
+    client_time: dt.datetime | None = None,
+) -> Outcome:
+    """Store what happened to a suggestion, once per `client_event_id`; return the stored row.
+
+    INSERT ... ON CONFLICT (client_event_id) DO NOTHING, then SELECT: on PostgreSQL a
+    concurrent insert of the same id makes ours wait for it to commit, then skip; the
+    SELECT (a new snapshot under READ COMMITTED) sees the winner's row.
+    """
+    if db.get(Suggestion, suggestion_id) is None:
+        raise UnknownSuggestion(suggestion_id)
+    values = dict(
+        suggestion_id=suggestion_id,
+        kind=kind,
+        client_event_id=client_event_id,
+        accepted_part=accepted_part,
+        accepted_length=accepted_length,
+        reason=reason,
+        final_text=final_text,
+        client_time=client_time,
+    )
+    dialect = db.get_bind().dialect.name
+    stmt: Any
+    if dialect == "postgresql":
+        stmt = postgresql.insert(Outcome)
+    elif dialect == "sqlite":
+        stmt = sqlite.insert(Outcome)
+    else:  # pragma: no cover - make_engine refuses other databases
+        stmt = insert(Outcome)
+    stmt = stmt.values(**values).on_conflict_do_nothing(index_elements=["client_event_id"])
+    db.execute(stmt)
+    stored = db.scalars(
+        select(Outcome)
+        .where(Outcome.client_event_id == client_event_id)
+        .execution_options(populate_existing=True)
+    ).one()
+    if stored.suggestion_id != suggestion_id or stored.kind != kind:
+        raise OutcomeConflict(
+            f"client_event_id {client_event_id!r} was already used for a {stored.kind!r} "
+            f"outcome of suggestion {stored.suggestion_id}; send a new id for a new event"
+        )
+    return stored
+
+
+def outcomes_for_suggestion(db: Session, *, suggestion_id: str) -> list[Outcome]:
+    """In the order they were stored."""
+    return list(
+        db.scalars(
+            select(Outcome).where(Outcome.suggestion_id == suggestion_id).order_by(Outcome.id)
+        )
+    )
+
+
+@dataclass(frozen=True)
+class FeedbackItem:
+    """A suggestion with all its outcomes (older ones included), oldest outcome first."""
+
+    suggestion: Suggestion
+    outcomes: list[Outcome]
+
+
+def feedback_since(
+    db: Session,
+    *,
+    since: dt.datetime | None = None,
+    after_outcome_id: int | None = None,
+    limit: int | None = None,
+) -> list[FeedbackItem]:
+    """Suggestions that got an outcome after a time or after an outcome id, oldest first.
+
+    Cursor caveat for PostgreSQL: ids are handed out at INSERT, not at COMMIT, so an outcome
+    with a smaller id can become visible after a larger one. A learner that pages by id
+    should leave a margin (e.g. only read up to outcomes older than a few seconds).
+    """
+    fresh = select(Outcome.suggestion_id)
+    if since is not None:
+        fresh = fresh.where(Outcome.server_time > since)
+    if after_outcome_id is not None:
+        fresh = fresh.where(Outcome.id > after_outcome_id)
+    query = (
+        select(Suggestion)
+        .where(Suggestion.id.in_(fresh))
+        .options(selectinload(Suggestion.outcomes))
+        .order_by(Suggestion.created_at, Suggestion.id)
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return [FeedbackItem(s, list(s.outcomes)) for s in db.scalars(query)]
