@@ -1,0 +1,196 @@
+"""The OpenAI chat-completions wire format as vLLM 0.32 speaks it: request bodies and replies.
+
+Pure functions, no I/O, used by `openai_http.OpenAIBackend`:
+- `chat_payload(...)` builds the request: logprobs on, `return_token_ids` (vLLM returns the
+  sampled `token_ids` per choice and `prompt_token_ids`), and `return_tokens_as_token_ids`
+  so every logprob entry names its token as "token_id:N" (a fallback when a server does not
+  send `token_ids`, and never a lossy string for tokens that are not valid UTF-8 alone).
+- `parse_completion(...)` / `StreamParser` turn replies into `Completion` / `Chunk`.
+
+Logprobs are vLLM's default `raw_logprobs` (the model's own log-softmax, before temperature
+and top-p), which is what the learner recomputes from the model for importance ratios.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from agent_server.models.base import (
+    Chunk,
+    Completion,
+    Message,
+    ModelError,
+    Sampling,
+    ToolCall,
+    Usage,
+)
+from agent_server.models.structured import response_format
+
+# vLLM says "abort" for a request it cancelled; the protocol calls that "cancelled".
+_FINISH = {"abort": "cancelled", "cancelled": "cancelled", "function_call": "tool_calls"}
+
+
+def chat_payload(
+    model: str,
+    messages: Sequence[Message],
+    sampling: Sampling,
+    *,
+    tools: Sequence[dict[str, Any]] | None = None,
+    tool_choice: str = "auto",
+    schema: dict[str, Any] | None = None,
+    stream: bool = False,
+) -> dict[str, Any]:
+    """The JSON body of one POST /v1/chat/completions."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": list(messages),
+        "max_tokens": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "logprobs": True,
+        "return_token_ids": True,
+        "return_tokens_as_token_ids": True,
+    }
+    if sampling.seed is not None:
+        body["seed"] = sampling.seed
+    if sampling.stop:
+        body["stop"] = list(sampling.stop)
+    if tools:
+        body["tools"] = list(tools)
+        body["tool_choice"] = tool_choice
+    if schema is not None:
+        body["response_format"] = response_format(schema)
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def finish_reason(raw: str | None) -> str:
+    return _FINISH.get(raw or "stop", raw or "stop")
+
+
+def _token_id(entry: dict[str, Any]) -> int:
+    token = str(entry.get("token", ""))
+    if not token.startswith("token_id:"):
+        raise ModelError(
+            f"logprob entry names its token as {token!r}, not 'token_id:N': the server "
+            "ignored return_tokens_as_token_ids (is it vLLM?)"
+        )
+    return int(token.removeprefix("token_id:"))
+
+
+def ids_and_logprobs(choice: dict[str, Any]) -> tuple[list[int], list[float]]:
+    """Sampled token ids and their logprobs from one choice (whole reply or stream delta)."""
+    entries = (choice.get("logprobs") or {}).get("content") or []
+    logprobs = [float(e["logprob"]) for e in entries]
+    ids = choice.get("token_ids")
+    if ids is None:
+        ids = [_token_id(e) for e in entries]
+    ids = [int(i) for i in ids]
+    if len(ids) != len(logprobs):
+        raise ModelError(
+            f"server sent {len(ids)} token ids but {len(logprobs)} logprobs; the learner "
+            "needs one logprob per sampled token"
+        )
+    return ids, logprobs
+
+
+def usage_of(data: dict[str, Any]) -> Usage | None:
+    raw = data.get("usage")
+    if not raw:
+        return None
+    return Usage(int(raw.get("prompt_tokens", 0)), int(raw.get("completion_tokens", 0)))
+
+
+def tool_calls_of(message: dict[str, Any]) -> list[ToolCall]:
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        arguments = function.get("arguments", "")
+        if not isinstance(arguments, str):  # some servers send an object
+            arguments = json.dumps(arguments)
+        calls.append(ToolCall(str(call.get("id", "")), str(function.get("name", "")), arguments))
+    return calls
+
+
+def parse_completion(data: dict[str, Any], *, model: str, adapter: str | None) -> Completion:
+    """A non-streamed reply as a `Completion`."""
+    choices = data.get("choices") or []
+    if not choices:
+        raise ModelError(f"server reply has no choices: {str(data)[:300]}")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    ids, logprobs = ids_and_logprobs(choice)
+    usage = usage_of(data) or Usage(len(data.get("prompt_token_ids") or []), len(ids))
+    return Completion(
+        text=message.get("content") or "",
+        token_ids=ids,
+        logprobs=logprobs,
+        finish_reason=finish_reason(choice.get("finish_reason")),
+        usage=usage,
+        model=model,
+        adapter=adapter,
+        prompt_token_ids=data.get("prompt_token_ids"),
+        tool_calls=tool_calls_of(message),
+    )
+
+
+class StreamParser:
+    """Turns SSE `data:` payloads into `Chunk`s; the last chunk has finish_reason and usage.
+
+    vLLM sends the finish reason with the last token and the usage in a separate event after
+    it, so the finishing chunk is held back until the usage (or the end of the stream) comes.
+    """
+
+    def __init__(self, adapter: str | None) -> None:
+        self.adapter = adapter
+        self.prompt_token_ids: list[int] | None = None
+        self._held: Chunk | None = None
+        self.done = False
+
+    def feed(self, payload: str) -> list[Chunk]:
+        """Chunks ready after one `data:` payload (the text after "data: ")."""
+        if payload.strip() == "[DONE]":
+            self.done = True
+            return self.finish()
+        data = json.loads(payload)
+        if "error" in data:
+            error = data["error"]
+            raise ModelError(f"server error mid-stream: {error.get('message', error)}")
+        if data.get("prompt_token_ids") is not None:
+            self.prompt_token_ids = list(data["prompt_token_ids"])
+        out: list[Chunk] = []
+        usage = usage_of(data)
+        for choice in data.get("choices") or []:
+            text = (choice.get("delta") or {}).get("content") or ""
+            ids, logprobs = ids_and_logprobs(choice)
+            reason = choice.get("finish_reason")
+            if reason is not None:
+                self._held = Chunk(
+                    text, ids, logprobs, finish_reason(reason), None, adapter=self.adapter
+                )
+            elif text or ids:
+                out.append(Chunk(text, ids, logprobs, adapter=self.adapter))
+        if usage is not None and self._held is not None:
+            held, self._held = self._held, None
+            out.append(
+                Chunk(
+                    held.text,
+                    held.token_ids,
+                    held.logprobs,
+                    held.finish_reason,
+                    usage,
+                    adapter=self.adapter,
+                )
+            )
+        return out
+
+    def finish(self) -> list[Chunk]:
+        """Flush a finishing chunk that never got its usage event."""
+        if self._held is None:
+            return []
+        held, self._held = self._held, None
+        return [held]
