@@ -127,7 +127,9 @@ def model_build_dev(
     seed: Annotated[int, typer.Option(help="Random seed; the same seed builds the same model.")] = 0,
 ) -> None:
     """Build the small real dev model: a BPE tokenizer and a tiny Llama, trained on code."""
-    not_built_yet("`apprentice model build-dev`", 3)
+    from agent_server.models.devmodel import run_build_dev
+
+    run_build_dev(out or load_settings().dev_model_dir, steps=steps, seed=seed)
 
 
 def _redact(url: str) -> str:

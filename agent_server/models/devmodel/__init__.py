@@ -1,0 +1,37 @@
+"""The small real dev model: a BPE tokenizer and a tiny Llama trained here on Python code.
+
+Build it with `apprentice model build-dev`; backends count prompt tokens with
+`count_tokens(load_tokenizer(model_dir), messages)`.
+"""
+
+from agent_server.models.devmodel.build import (
+    MANIFEST,
+    BuildResult,
+    DevModelConfig,
+    build_dev_model,
+    builder_version,
+    read_manifest,
+    run_build_dev,
+)
+from agent_server.models.devmodel.tokenizer import (
+    CHAT_TEMPLATE,
+    count_tokens,
+    encode_chat,
+    load_tokenizer,
+    render_chat,
+)
+
+__all__ = [
+    "CHAT_TEMPLATE",
+    "MANIFEST",
+    "BuildResult",
+    "DevModelConfig",
+    "build_dev_model",
+    "builder_version",
+    "count_tokens",
+    "encode_chat",
+    "load_tokenizer",
+    "read_manifest",
+    "render_chat",
+    "run_build_dev",
+]

@@ -1,0 +1,158 @@
+"""The dev model's tokenizer: byte-level BPE trained here, with a ChatML-style chat template.
+
+Also the token-counting helpers that backends reuse: `load_tokenizer(model_dir)` and
+`count_tokens(tokenizer, messages)` count a prompt exactly as the model will see it (the
+model's own tokenizer and chat template, generation prompt included).
+
+Turn format (what the template renders, and what the model was trained on):
+
+    <|im_start|>system\nYou are ...<|im_end|>\n<|im_start|>user\n...<|im_end|>\n
+    <|im_start|>assistant\n...<|im_end|>\n
+
+`<|im_end|>` is the tokenizer's eos token, so generation stops at the end of a turn;
+`<|eos|>` separates pretraining documents; `<|pad|>` pads batches.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+
+BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
+IM_START, IM_END = "<|im_start|>", "<|im_end|>"
+SPECIAL_TOKENS = [PAD, BOS, EOS, IM_START, IM_END]  # ids 0..4, in this order
+
+# ChatML with a tools block. `content` may be a string or OpenAI-style parts (vLLM passes
+# parts when it detects that the template iterates over them); assistant `tool_calls` are
+# rendered as the JSON action the agent parses: {"tool": name, "args": {...}}.
+CHAT_TEMPLATE = (
+    "{%- if tools %}"
+    "{{- '<|im_start|>system\\nTools:\\n' }}"
+    "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- endif %}"
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' }}"
+    "{%- if message['content'] is string %}{{- message['content'] }}"
+    "{%- elif message['content'] %}"
+    "{%- for part in message['content'] %}"
+    "{%- if part['type'] == 'text' %}{{- part['text'] }}{%- endif %}"
+    "{%- endfor %}"
+    "{%- endif %}"
+    "{%- if message['tool_calls'] is defined and message['tool_calls'] %}"
+    "{%- for call in message['tool_calls'] %}"
+    "{%- set fn = call['function'] if call['function'] is defined else call %}"
+    "{{- '{\"tool\": ' + (fn['name'] | tojson) + ', \"args\": ' }}"
+    "{%- if fn['arguments'] is string %}{{- fn['arguments'] }}"
+    "{%- else %}{{- fn['arguments'] | tojson }}{%- endif %}"
+    "{{- '}' }}"
+    "{%- endfor %}"
+    "{%- endif %}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int) -> Tokenizer:
+    """Train a byte-level BPE on `texts` (seconds for a few MB). Deterministic for its input."""
+    tok = Tokenizer(models.BPE())
+    # No regex split on spaces-before-words alone: code indentation still becomes few tokens
+    # because runs of spaces merge during training.
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=2,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    return tok
+
+
+def wrap(tok: Tokenizer, max_length: int) -> PreTrainedTokenizerFast:
+    """The transformers tokenizer around `tok`, with chat template and special tokens set."""
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=BOS,
+        eos_token=IM_END,
+        pad_token=PAD,
+        additional_special_tokens=[EOS, IM_START],
+        model_max_length=max_length,
+        chat_template=CHAT_TEMPLATE,
+        padding_side="left",  # batched generation pads on the left
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerFast, out: Path) -> None:
+    """save_pretrained, then make sure every reader finds the chat template.
+
+    transformers 5 writes `chat_template.jinja`; older readers (and some servers) look for
+    `chat_template` in tokenizer_config.json. Both hold the same text.
+    """
+    tokenizer.save_pretrained(out)
+    (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    config_path = out / "tokenizer_config.json"
+    config = json.loads(config_path.read_text())
+    config["chat_template"] = CHAT_TEMPLATE
+    # transformers 5 writes its own class name; this one resolves in 4.x and 5.x alike.
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
+def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
+    """The tokenizer saved with a model (ours or any Hugging Face-format model folder)."""
+    return AutoTokenizer.from_pretrained(str(model_dir))
+
+
+def render_chat(
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[dict[str, Any]],
+    *,
+    tools: Sequence[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+) -> str:
+    """The prompt text the model sees for `messages`."""
+    return tokenizer.apply_chat_template(
+        list(messages),
+        tools=list(tools) if tools else None,
+        tokenize=False,
+        add_generation_prompt=add_generation_prompt,
+    )
+
+
+def encode_chat(
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[dict[str, Any]],
+    *,
+    tools: Sequence[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+) -> list[int]:
+    """Prompt token ids of `messages` (template rendered, then encoded without extra specials)."""
+    text = render_chat(
+        tokenizer, messages, tools=tools, add_generation_prompt=add_generation_prompt
+    )
+    # The template already holds every special token; adding more would double-count.
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def count_tokens(
+    tokenizer: PreTrainedTokenizerBase,
+    messages: Sequence[dict[str, Any]],
+    *,
+    tools: Sequence[dict[str, Any]] | None = None,
+    add_generation_prompt: bool = True,
+) -> int:
+    """Prompt tokens of `messages` as the model will see them."""
+    return len(
+        encode_chat(tokenizer, messages, tools=tools, add_generation_prompt=add_generation_prompt)
+    )
