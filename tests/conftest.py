@@ -7,4 +7,5 @@ once per test run, never once per test.
 pytest_plugins = [
     "tests.fixtures.settings",
     "tests.fixtures.databases",
+    "tests.fixtures.vllm",
 ]

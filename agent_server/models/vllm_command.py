@@ -22,6 +22,8 @@ SERVED_NAME = "apprentice-dev"
 MAX_LORA_RANK = 16
 # Adapters resident at once: the deployed version, the candidate under evaluation, spares.
 MAX_LORAS = 4
+# Parses tool calls out of the model's text (see server_command).
+TOOL_CALL_PARSER = "hermes"
 # Without disable_any_whitespace a barely trained model fills max_tokens with whitespace
 # inside constrained JSON (field notes); the option is refused unless the backend is named.
 STRUCTURED_OUTPUTS = {"backend": "xgrammar", "disable_any_whitespace": True}
@@ -76,8 +78,13 @@ def server_command(
         str(MAX_LORAS),
         "--structured-outputs-config",
         json.dumps(STRUCTURED_OUTPUTS),
-        # The sampled tokens' ids on every completion (return_token_ids) need no flag; keep
-        # request logging off so the log stays readable in test failures.
+        # Tool calls: tool_choice "auto"/"required" need a parser; hermes reads
+        # <tool_call>{"name": ..., "arguments": ...}</tool_call> from plain text, so it works
+        # with any tokenizer (the dev model's has no tool tokens).
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        TOOL_CALL_PARSER,
+        # Keep per-request logging off so the log stays readable in test failures.
         "--disable-uvicorn-access-log",
         *extra,
     ]
