@@ -99,6 +99,12 @@ class AdapterNotFound(ModelError):
     code = "adapter_not_found"
 
 
+class ContextWindowExceeded(ModelError):
+    """The prompt alone fills the model's context window; summarize or drop messages."""
+
+    code = "context_window_exceeded"
+
+
 @runtime_checkable
 class ModelBackend(Protocol):
     """What the agent loop, the language server and the learner need from a model."""
