@@ -12,8 +12,10 @@ documented in docs/configuration.md; `tests/test_settings.py` keeps the two in s
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
@@ -24,10 +26,25 @@ from pydantic_settings import (
 )
 
 ENV_PREFIX = "APPRENTICE_"
+# URL fields that may carry a password (postgresql+psycopg://user:pw@host/db, redis://:pw@host).
+_URL_FIELDS = ("database_url", "broker_url", "result_backend", "model_url")
 
 
 def _default_home() -> Path:
     return Path(os.environ.get(f"{ENV_PREFIX}HOME", "~/.apprentice")).expanduser()
+
+
+def _hide_password(url: str) -> str:
+    """`scheme://user:***@host/...`: the URL as it may appear in a log."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+    except ValueError:
+        return "<unparseable url>"
+    userinfo, _, hostinfo = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{hostinfo}"))
 
 
 def _config_file() -> Path:
@@ -116,6 +133,13 @@ class Settings(BaseSettings):
     @classmethod
     def _absolute_home(cls, value: Path) -> Path:
         return value.expanduser().resolve()
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # repr/str of Settings reach logs; SecretStr hides the tokens, this hides URL passwords.
+        for name, value in super().__repr_args__():
+            if name in _URL_FIELDS and isinstance(value, str):
+                value = _hide_password(value)
+            yield name, value
 
     @model_validator(mode="after")
     def _derive_embedded_defaults(self) -> Settings:
