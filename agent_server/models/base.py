@@ -11,7 +11,7 @@ Messages are OpenAI-style chat dicts: {"role": "system"|"user"|"assistant"|"tool
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -154,3 +154,23 @@ class ModelBackend(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+async def collect_stream(
+    chunks: AsyncIterator[Chunk],
+    model: str,
+    on_text: Callable[[str], Awaitable[None]] | None = None,
+) -> Completion:
+    """The `Completion` a stream adds up to, calling `on_text` with each piece of text."""
+    text, ids, logprobs = [], [], []
+    finish, usage, adapter = "stop", None, None
+    async for chunk in chunks:
+        if chunk.text and on_text is not None:
+            await on_text(chunk.text)
+        text.append(chunk.text)
+        ids += chunk.token_ids
+        logprobs += chunk.logprobs
+        finish, usage = chunk.finish_reason or finish, chunk.usage or usage
+        adapter = chunk.adapter or adapter
+    usage = usage or Usage(0, len(ids))
+    return Completion("".join(text), ids, logprobs, finish, usage, model, adapter)
