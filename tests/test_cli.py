@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 import typer.main
 from sqlalchemy import create_engine, text
-from sqlalchemy import inspect as sa_inspect
 
 from apprentice import cli
 from tests.fixtures.databases import PG_ADMIN_URL
@@ -141,19 +140,6 @@ def test_invalid_settings_exit_2_naming_the_field(tmp_path):
     assert done.returncode == 2
     assert "invalid settings" in done.stderr
     assert "port" in done.stderr and "65535" in done.stderr
-
-
-def test_db_upgrade_on_embedded_sqlite(tmp_path):
-    home = tmp_path / "home"
-    done = apprentice("db", "upgrade", env={"APPRENTICE_HOME": str(home)})
-    assert done.returncode == 0, done.stderr
-    assert (home / "apprentice.db").is_file()
-    assert "is at head" in done.stderr
-    engine = create_engine(f"sqlite:///{home / 'apprentice.db'}")
-    try:
-        assert "alembic_version" in sa_inspect(engine).get_table_names()
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ fixture in tests/fixtures/settings.py).
 
 from __future__ import annotations
 
+import ast
 import re
 import typing
 from pathlib import Path
@@ -79,6 +80,19 @@ def test_doc_toml_example_is_valid(tmp_path, monkeypatch):
         path.write_text(block)
         monkeypatch.setenv("APPRENTICE_CONFIG", str(path))
         Settings()
+
+
+def test_settings_module_is_a_leaf():
+    """Every room may import apprentice.settings only because it imports nothing of ours."""
+    ours = {"apprentice", "agent_server", "feedback", "lsp", "learner", "migrations", "tests"}
+    tree = ast.parse((REPO / "apprentice" / "settings.py").read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or ".").split(".")[0] if node.level == 0 else ".")
+    assert not imported & (ours | {"."}), f"apprentice.settings imports {imported & ours}"
 
 
 # --- defaults ------------------------------------------------------------------------------
