@@ -30,6 +30,7 @@ from agent_server.models.base import (
     BackendUnavailable,
     Chunk,
     Completion,
+    ContextWindowExceeded,
     Message,
     ModelError,
     Sampling,
@@ -227,9 +228,32 @@ class OpenAIBackend:
 
     # -- runtime LoRA (vLLM, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True) ---------------------------
     async def load_adapter(self, name: str, path: str | Path) -> None:
-        """Load a peft adapter directory under `name`; then select it by that name."""
-        body = {"lora_name": name, "lora_path": str(Path(path).resolve())}
-        await self._post_json("load_lora_adapter", body, adapter=name, expect_json=False)
+        """Load a peft adapter directory under `name`; then select it by that name.
+
+        AdapterNotFound when `path` holds no adapter; loading the same name and folder again
+        is a no-op; the same name for another folder is a ModelError.
+        """
+        folder = str(Path(path).resolve())
+        try:
+            await self._post_json(
+                "load_lora_adapter",
+                {"lora_name": name, "lora_path": folder},
+                adapter=name,
+                expect_json=False,
+            )
+        except AdapterNotFound:
+            raise
+        except ModelError as exc:
+            if "already been loaded" not in str(exc):
+                raise
+            # Loading the same version again is a no-op (a Deployer retrying, a restart);
+            # the same name for another folder is refused: names are versions (policy-vN).
+            loaded = {m["id"]: m.get("root") for m in await self.list_models()}
+            if loaded.get(name) != folder:
+                raise ModelError(
+                    f"adapter name {name!r} is already loaded from {loaded.get(name)}; "
+                    "load each version under a new name (policy-vN)"
+                ) from exc
 
     async def unload_adapter(self, name: str) -> None:
         """Unload `name`; AdapterNotFound when it is not loaded."""
@@ -260,6 +284,8 @@ class OpenAIBackend:
 
     # -- plumbing --------------------------------------------------------------------------
     async def _send(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
+        if self._client.is_closed:
+            raise ModelError("the HTTP model backend is closed")  # as the embedded one says
         try:
             response = await self._client.send(request, stream=stream)
         except (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError) as exc:
@@ -296,6 +322,9 @@ class OpenAIBackend:
             message = response.text
         if response.status_code == 404 and adapter is not None:
             raise AdapterNotFound(f"adapter {adapter!r}: {message}")
+        if response.status_code == 400 and "maximum context length" in str(message):
+            # vLLM refuses a prompt that alone fills max_model_len (it clamps max_tokens).
+            raise ContextWindowExceeded(f"{message} Summarize or drop messages.")
         raise ModelError(f"HTTP {response.status_code} from {response.url}: {message}")
 
     def _sync_request(self, method: str, url: str, **kwargs: Any) -> Any:

@@ -25,6 +25,7 @@ from transformers import AutoTokenizer
 from agent_server.models.base import (
     AdapterNotFound,
     BackendUnavailable,
+    ContextWindowExceeded,
     ModelBackend,
     ModelError,
     Sampling,
@@ -203,8 +204,10 @@ async def test_runtime_lora_load_list_select_unload(
     assert served.adapter == "policy-v1" and served.model == vllm_server.model
     backend.use_adapter(None)
 
-    with pytest.raises(ModelError):  # one name, one version: never loaded twice
-        await backend.load_adapter("policy-v1", adapter_dir)
+    await backend.load_adapter("policy-v1", adapter_dir)  # the same version again: no-op
+    other = make_lora_adapter(vllm_server.model_dir, tmp_path / "other", seed=4)
+    with pytest.raises(ModelError, match="new name"):  # one name, one version
+        await backend.load_adapter("policy-v1", other)
     await backend.unload_adapter("policy-v1")
     assert "policy-v1" not in {m["id"] for m in await backend.list_models()}
     with pytest.raises(AdapterNotFound):
@@ -213,6 +216,19 @@ async def test_runtime_lora_load_list_select_unload(
         await backend.complete(MESSAGES, sampling=GREEDY, adapter="policy-v1")
     with pytest.raises(AdapterNotFound):
         await backend.load_adapter("policy-v2", tmp_path / "missing")
+
+
+@session_loop
+async def test_a_prompt_beyond_the_window_and_a_closed_backend_are_typed_errors(
+    vllm_server,
+) -> None:
+    backend = OpenAIBackend(OpenAIConfig(base_url=vllm_server.base_url, model=vllm_server.model))
+    too_long = [{"role": "user", "content": "def f(): pass\n" * 400}]
+    with pytest.raises(ContextWindowExceeded, match="maximum context length"):
+        await backend.complete(too_long, sampling=GREEDY)
+    await backend.aclose()
+    with pytest.raises(ModelError, match="closed"):
+        await backend.complete(MESSAGES, sampling=GREEDY)
 
 
 @session_loop
