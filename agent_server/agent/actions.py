@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agent_server.agent.exceptions import FormatError
@@ -63,7 +63,6 @@ class Action:
     thought: str = ""
     plan: str | None = None  # None: the plan did not change
     call_id: str | None = None  # set for native tool calls; the observation answers it
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _string(name: str) -> dict[str, Any]:

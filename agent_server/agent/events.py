@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from agent_server.agent.edits_diff import Hunk
 from agent_server.models.base import Completion, ToolCall, Usage
 
 EventKind = Literal[
@@ -87,7 +88,7 @@ class EditProposal:
     before: str  # file text before the edit ("" for a new file)
     after: str  # file text if every hunk is accepted
     diff: str  # unified diff before -> after
-    hunks: list[str]  # the diff split into hunks; a partial accept names hunks by index
+    hunks: list[Hunk]  # the diff split into hunks; a partial accept names them by index
     thought: str = ""  # the model's reason, shown beside the diff
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,0 +1,260 @@
+"""The agent loop: run -> step -> query / execute (mini-swe-agent's DefaultAgent shape).
+
+    agent = Agent(backend, LocalWorkspace(root), AgentConfig(mode="autonomous"), sink=sink)
+    result = await agent.run("Fix the failing test in tests/test_x.py")  # -> RunResult
+
+Each step lets the `Summarizer` shrink the `View` when it nears the context budget, asks the
+model for one action, runs it with the `Toolbox` and appends the turn. Model-fixable errors
+(malformed action, tool error, failed edit) go back to the model as the next observation, up
+to `max_format_errors` in a row; whatever ends a run is a `Terminating` exception carrying
+its status. Every step is emitted to the `EventSink`; `Agent.resume(events)` continues a
+stored session from its last summary. `agent.cancel()` (or cancelling the asyncio task)
+stops the model call, review or command in flight.
+
+Run its tests: .venv/bin/python -m pytest tests/agent/test_loop.py -q
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from agent_server.agent import prompts
+from agent_server.agent.actions import Action, action_schema, parse_action, tool_specs
+from agent_server.agent.events import Event, EventSink, InMemorySink, completion_to_dict
+from agent_server.agent.exceptions import (
+    Cancelled,
+    ContextOverflow,
+    FormatError,
+    LimitsExceeded,
+    NonTerminating,
+    RunStatus,
+    Terminating,
+    TooManyErrors,
+)
+from agent_server.agent.summarizer import (
+    ModelSummarizer,
+    Summarizer,
+    SummarizerConfig,
+    Turn,
+    View,
+    rebuild_view,
+)
+from agent_server.agent.tools import Reviewer, Toolbox, ToolConfig
+from agent_server.agent.workspace import Workspace
+from agent_server.models.base import (
+    Completion,
+    ModelBackend,
+    ModelError,
+    Sampling,
+    Usage,
+    collect_stream,
+)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    mode: Literal["interactive", "autonomous"] = "interactive"
+    """interactive: edits go to the Reviewer and commands need its approval; autonomous
+    (learner rollouts, benches): edits apply directly and commands run."""
+    step_limit: int = 50
+    """Model steps per run (summaries do not count); a resumed run gets a fresh allowance."""
+    time_limit_s: float | None = None
+    """Wall-clock limit of one run in seconds; None = none."""
+    max_format_errors: int = 3
+    """Model-fixable errors in a row (malformed actions, tool errors) that end the run."""
+    command_timeout_s: float = 60.0
+    """Timeout of one run_command."""
+    max_output_chars: int = 8000
+    """Cap on one observation (file text, command output); head and tail are kept."""
+    sampling: Sampling = field(default_factory=lambda: Sampling(max_tokens=512))
+    """Sampling of agent steps; max_tokens must fit beside the context budget."""
+    structured_actions: bool = True
+    """Pass the action JSON schema (constrained decoding where the backend supports it)."""
+    native_tools: bool = False
+    """Offer the tools as native function specs instead of JSON text actions."""
+    context_budget_ratio: float = 0.8
+    """Prompt tokens allowed, as a fraction of the context window: the default summarizer
+    condenses above it (a summarizer passed in brings its own config)."""
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("interactive", "autonomous"):
+            raise ValueError(f"mode must be 'interactive' or 'autonomous', got {self.mode!r}")
+        if min(self.step_limit, self.max_format_errors) < 1:
+            raise ValueError("step_limit and max_format_errors must be >= 1")
+        if self.time_limit_s is not None and self.time_limit_s <= 0:
+            raise ValueError(f"time_limit_s must be > 0 or None, got {self.time_limit_s}")
+        if not 0.2 <= self.context_budget_ratio <= 0.95:
+            raise ValueError(f"context_budget_ratio {self.context_budget_ratio} not in [0.2, 0.95]")
+        ToolConfig(self.mode, self.command_timeout_s, self.max_output_chars)  # validates those
+
+
+@dataclass(frozen=True)
+class RunResult:
+    status: RunStatus
+    message: str  # the final answer (finished) or why the run ended
+    steps: int  # model steps of this run
+    usage: Usage  # tokens of this run's model calls, summaries included
+    model_calls: int
+
+
+class Agent:
+    def __init__(
+        self,
+        backend: ModelBackend,
+        workspace: Workspace,
+        config: AgentConfig | None = None,
+        *,
+        sink: EventSink | None = None,
+        reviewer: Reviewer | None = None,
+        summarizer: Summarizer | None = None,
+        on_text: Callable[[str], Awaitable[None]] | None = None,
+    ) -> None:
+        self.config = cfg = config or AgentConfig()
+        window, ratio = backend.context_window, cfg.context_budget_ratio
+        if cfg.sampling.max_tokens > window - int(ratio * window):
+            raise ValueError(
+                f"sampling.max_tokens={cfg.sampling.max_tokens} does not fit beside a context "
+                f"budget of {ratio} x {window} tokens: lower max_tokens or context_budget_ratio"
+            )
+        self.backend, self.on_text = backend, on_text
+        self.sink: EventSink = sink or InMemorySink()
+        self.summarizer = summarizer or ModelSummarizer(
+            backend, SummarizerConfig(budget_ratio=ratio, target_ratio=round(ratio * 0.625, 3))
+        )
+        tool_cfg = ToolConfig(cfg.mode, cfg.command_timeout_s, cfg.max_output_chars)
+        self.tools = Toolbox(workspace, tool_cfg, reviewer, self.sink, self.emit)
+        self.view = View(system=prompts.system_prompt(cfg.native_tools), task="")
+        self.step = self.seq = 0
+        self._cancel = asyncio.Event()
+        self._deadline: float | None = None
+        self._usage = (0, 0, 0)  # prompt tokens, completion tokens, model calls
+
+    def cancel(self) -> None:
+        """Stop the run promptly; it ends with status "cancelled"."""
+        self._cancel.set()
+
+    async def emit(self, kind: Any, **data: Any) -> None:
+        self.seq += 1
+        await self.sink.emit(Event(kind, self.step, data, self.seq))
+
+    async def run(self, task: str) -> RunResult:
+        self.view = View(system=self.view.system, task=task)
+        return await self._run(resumed=False)
+
+    async def resume(self, events: Sequence[Event]) -> RunResult:
+        """Continue a stored session from its last summary and the turns after it."""
+        self.view = rebuild_view(events)
+        self.seq, self.step = max(e.seq for e in events), max(e.step for e in events)
+        return await self._run(resumed=True)
+
+    async def _run(self, resumed: bool) -> RunResult:
+        v, cfg = self.view, self.config
+        await self.emit("run_started", system=v.system, task=v.task, mode=cfg.mode, resumed=resumed)
+        self._cancel.clear()
+        self._deadline = cfg.time_limit_s and time.monotonic() + cfg.time_limit_s
+        start, errors, status, message = self.step, 0, "finished", ""
+        try:
+            while True:
+                if self.step - start >= cfg.step_limit:
+                    raise LimitsExceeded(f"step limit of {cfg.step_limit} reached", "step_limit")
+                errors = errors + 1 if await self.do_step() else 0
+                if errors >= cfg.max_format_errors:
+                    last = self.view.turns[-1].observation["content"]
+                    raise TooManyErrors(f"{errors} errors in a row; the last: {last}")
+        except Terminating as e:
+            status, message = e.status, e.message
+        except ModelError as e:
+            status, message = "model_error", f"{e.code}: {e}"
+        except asyncio.CancelledError:  # the task was cancelled: record it, then let it end
+            await self.emit("run_finished", status="cancelled", message="", steps=self.step - start)
+            raise
+        await self.emit("run_finished", status=status, message=message, steps=self.step - start)
+        prompt, generated, calls = self._usage
+        return RunResult(status, message, self.step - start, Usage(prompt, generated), calls)
+
+    async def do_step(self) -> bool:
+        """One model step: query, parse, execute, observe. True if it was a model-fixable error."""
+        if self.summarizer.should_summarize(self.view):
+            await self._summarize()
+        self.step += 1
+        c = await self._guard(self._query())
+        try:
+            action: Action | None = parse_action(c)
+        except FormatError as e:
+            action, error = None, e.message
+        native = action is not None and action.call_id is not None
+        reply = prompts.assistant_message(c, native)
+        await self.emit("assistant", message=reply, completion=completion_to_dict(c))
+        if action is None:
+            await self.emit("format_error", error=error)
+            return await self._observe(c, None, error, {}, error=True)
+        if action.plan:
+            self.view.plan = action.plan
+        a = action
+        await self.emit("tool_call", tool=a.tool, args=a.args, thought=a.thought, plan=a.plan)
+        try:
+            result = await self._guard(self.tools.execute(action, c, self.step))
+        except NonTerminating as e:
+            return await self._observe(c, action, e.message, {}, error=True)
+        return await self._observe(c, action, result.text, result.files, error=False)
+
+    async def _query(self) -> Completion:
+        cfg, msgs = self.config, self.view.messages()
+        schema = action_schema() if cfg.structured_actions and not cfg.native_tools else None
+        if self.on_text is not None and not cfg.native_tools:
+            stream = self.backend.stream(msgs, schema=schema, sampling=cfg.sampling)
+            c = await collect_stream(stream, self.backend.model_name, self.on_text)
+        else:
+            tools = tool_specs() if cfg.native_tools else None
+            c = await self.backend.complete(msgs, tools=tools, schema=schema, sampling=cfg.sampling)
+        self._add_usage(c)
+        return c
+
+    def _add_usage(self, c: Completion) -> None:
+        p, n, calls = self._usage
+        self._usage = (p + c.usage.prompt_tokens, n + c.usage.completion_tokens, calls + 1)
+
+    async def _summarize(self) -> None:
+        before = self.backend.count_tokens(self.view.messages())
+        view = await self._guard(self.summarizer.summarize(self.view))
+        if self.summarizer.should_summarize(view):
+            raise ContextOverflow("over the context budget after summarizing: shorten the task")
+        if view.summary_completion is not None:
+            self._add_usage(view.summary_completion)
+        self.view = view
+        after = self.backend.count_tokens(view.messages())
+        await self.emit("summary", **view.summary_data(), tokens_before=before, tokens_after=after)
+
+    async def _observe(
+        self, c: Completion, action: Action | None, text: str, files: dict[str, str], *, error: bool
+    ) -> bool:
+        call_id = action.call_id if action is not None else None
+        obs = prompts.observation_message(text, call_id)
+        for path, content in files.items():
+            self.view.touch(path, content)
+        reply = prompts.assistant_message(c, call_id is not None)
+        self.view.turns.append(Turn(self.step, reply, obs))
+        outlines = {p: self.view.files[p] for p in files}
+        await self.emit("observation", message=obs, files=outlines, error=error)
+        return error
+
+    async def _guard(self, aw: Awaitable[T]) -> T:
+        """Await `aw` unless the run is cancelled or runs out of time first; then stop it."""
+        work, stop = asyncio.ensure_future(aw), asyncio.ensure_future(self._cancel.wait())
+        left = None if not self._deadline else max(0.0, self._deadline - time.monotonic())
+        try:
+            done, _ = await asyncio.wait({work, stop}, timeout=left, return_when="FIRST_COMPLETED")
+        finally:  # also when this task itself is cancelled: never leave the work running
+            work.cancel(), stop.cancel()
+        if work in done:
+            return work.result()
+        await asyncio.wait({work})  # let it clean up (close the stream, kill the command)
+        if self._cancel.is_set():
+            raise Cancelled("cancelled by the user")
+        raise LimitsExceeded(f"time limit of {self.config.time_limit_s}s reached", "time_limit")

@@ -1,0 +1,1 @@
+"""Tests of the agent harness (agent_server/agent)."""
