@@ -6,6 +6,7 @@ once per test run, never once per test.
 
 pytest_plugins = [
     "tests.fixtures.settings",
+    "tests.fixtures.models",
     "tests.fixtures.databases",
     "tests.fixtures.vllm",
 ]
