@@ -29,9 +29,12 @@ class ErrorCode(StrEnum):
     NO_TURN = "no_turn", "The session has no running turn to cancel."
     UNKNOWN_REQUEST = "unknown_request", "No pending tool/approval request has this id."
     SUGGESTION_NOT_FOUND = "suggestion_not_found", "No stored suggestion has this id."
+    OUTCOME_CONFLICT = (
+        "outcome_conflict",
+        "This client_event_id was stored for another suggestion or outcome; use a new id.",
+    )
     MODEL_UNAVAILABLE = "model_unavailable", "The model backend cannot be reached."
     MODEL_ERROR = "model_error", "The model backend failed."
-    RATE_LIMITED = "rate_limited", "Too many messages; slow down."
     INTERNAL = "internal", "An unexpected server error (see the server log)."
 
     meaning: str

@@ -1,0 +1,70 @@
+"""`ApiConfig`: the web wing's own knobs, validated at construction.
+
+Derived from `Settings` by `ApiConfig.from_settings`; tests and benches build one directly
+(e.g. a short tool timeout, or an agent config with a small context budget). Nothing to run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agent_server.api.protocol import MAX_FRAME_BYTES
+from apprentice.settings import Settings
+
+# uvicorn closes the connection (code 1009) above its own ws_max_size; below that our limit
+# answers with a typed error and the connection stays open. Keep ours smaller.
+UVICORN_WS_MAX_SIZE = 16 * 1024 * 1024
+
+
+class ApiConfig(BaseModel):
+    """How the agent server treats connections, sessions and turns."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    max_frame_bytes: int = Field(
+        default=MAX_FRAME_BYTES,
+        ge=1024,
+        description="Largest client frame handled; larger ones get an error (frame_too_large).",
+    )
+    tool_timeout_s: float = Field(
+        default=60.0, gt=0, description="How long a tool.request waits for the editor's answer."
+    )
+    review_timeout_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="How long an edit proposal or command approval waits for the person; "
+        "after that the edit counts as rejected / the command as refused.",
+    )
+    transcript_events: int = Field(
+        default=200, ge=0, description="Events replayed in session.info on resume (newest)."
+    )
+    completion_temperature: float = Field(
+        default=0.2, ge=0, description="Sampling temperature of inline completions."
+    )
+    agent: Any = Field(
+        default=None,
+        description="An agent_server.agent.loop.AgentConfig for every session; None: its defaults.",
+    )
+    summarizer: Any = Field(
+        default=None,
+        description="A SummarizerConfig for every session; None: the summarizer's defaults.",
+    )
+    server_name: str = Field(default="apprentice", description="Sent in `welcome`.")
+
+    @field_validator("max_frame_bytes")
+    @classmethod
+    def _below_uvicorn_limit(cls, value: int) -> int:
+        if value >= UVICORN_WS_MAX_SIZE:
+            raise ValueError(
+                f"max_frame_bytes must be below uvicorn's ws_max_size ({UVICORN_WS_MAX_SIZE}); "
+                "larger frames would close the connection instead of getting an error"
+            )
+        return value
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: Any) -> ApiConfig:
+        from apprentice import __version__
+
+        return cls(server_name=f"apprentice/{__version__}", **overrides)

@@ -1,0 +1,40 @@
+"""The agent server's ASGI app: `create_app(settings)`; `apprentice serve` runs it in uvicorn.
+
+Try it: `apprentice serve`, then `curl localhost:8765/healthz`. Tests pass a scripted
+backend: `create_app(settings, backend=ScriptedModel([...]))`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from agent_server.api.auth import AuthConfig
+from agent_server.api.config import ApiConfig
+from agent_server.api.routers import health, sessions, ws
+from agent_server.api.services import start_services
+from agent_server.models.base import ModelBackend
+from apprentice import __version__
+from apprentice.settings import Settings
+
+
+def create_app(
+    settings: Settings, *, backend: ModelBackend | None = None, config: ApiConfig | None = None
+) -> FastAPI:
+    config = config or ApiConfig.from_settings(settings)
+    auth = AuthConfig.from_settings(settings)  # makes the token files now, before serving
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.services = start_services(settings, config, auth, backend)
+        try:
+            yield
+        finally:
+            await app.state.services.aclose()
+
+    app = FastAPI(title="Apprentice agent server", version=__version__, lifespan=lifespan)
+    for router in (health.router, sessions.router, ws.router):
+        app.include_router(router)
+    return app

@@ -1,0 +1,1 @@
+"""One router per resource: health (no token), sessions (REST), ws (the WebSocket)."""

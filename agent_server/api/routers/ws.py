@@ -1,0 +1,30 @@
+"""`/v1/ws`: the WebSocket. Checks token and Origin before accepting, then hands over to
+`Connection` (connection.py), which speaks the protocol in protocol.py."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import APIRouter, WebSocket, status
+
+from agent_server.api.auth import websocket_token
+from agent_server.api.connection import Connection
+
+router = APIRouter()
+log = logging.getLogger(__name__)
+
+
+@router.websocket("/v1/ws")
+async def websocket(ws: WebSocket) -> None:
+    services = ws.app.state.services
+    origin = ws.headers.get("origin")
+    if not services.auth.origin_allowed(origin):
+        log.warning("refused WebSocket from origin %r", origin)
+        # Closing before accept makes the server answer the handshake with HTTP 403.
+        await ws.close(code=status.WS_1008_POLICY_VIOLATION)
+        return
+    if not services.auth.check_token(websocket_token(ws)):
+        await ws.close(code=status.WS_1008_POLICY_VIOLATION)
+        return
+    await ws.accept()
+    await Connection(ws, services).serve()

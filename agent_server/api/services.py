@@ -1,0 +1,71 @@
+"""`Services`: what the app's routers share — settings, auth, database, model backend, sessions.
+
+Built when the app starts (`start_services`, from main.py's lifespan) and closed when it
+stops. The backend comes from `agent_server.models.factory.build_backend(settings)` unless
+one is injected (tests and benches pass a ScriptedModel); an injected backend belongs to
+the caller and is not closed here. Nothing to run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from agent_server.api.auth import AuthConfig
+from agent_server.api.config import ApiConfig
+from agent_server.api.sessions import SessionManager
+from agent_server.api.store import Store
+from agent_server.models.base import ModelBackend
+from apprentice.settings import Settings
+from feedback.db import make_engine, make_sessionmaker
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class Services:
+    settings: Settings
+    config: ApiConfig
+    auth: AuthConfig
+    backend: ModelBackend
+    engine: Engine
+    db: sessionmaker[Session]
+    store: Store
+    sessions: SessionManager
+    owns_backend: bool
+
+    async def aclose(self) -> None:
+        for live in list(self.sessions.live.values()):
+            if live.agent is not None:
+                live.agent.cancel()
+        if self.owns_backend:
+            await self.backend.aclose()
+        self.engine.dispose()
+
+
+def start_services(
+    settings: Settings, config: ApiConfig, auth: AuthConfig, backend: ModelBackend | None
+) -> Services:
+    owns = backend is None
+    if backend is None:
+        from agent_server.models.factory import build_backend
+
+        backend = build_backend(settings)
+    engine = make_engine(settings.database_url)
+    factory = make_sessionmaker(engine)
+    store = Store(factory)
+    log.info("agent server: model %s, database %s", backend.model_name, engine.url)
+    return Services(
+        settings=settings,
+        config=config,
+        auth=auth,
+        backend=backend,
+        engine=engine,
+        db=factory,
+        store=store,
+        sessions=SessionManager(store, backend, config),
+        owns_backend=owns,
+    )

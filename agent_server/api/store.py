@@ -1,0 +1,202 @@
+"""`Store`: the web wing's async face on the feedback database.
+
+Each method runs one short transaction of `feedback.queries` functions in a worker thread,
+so the event loop never waits on the database. The agent's trajectory `Event`s are stored
+whole in `session_events.payload` (kind mapped onto the table's coarser kinds), which is
+what `load_events` rebuilds a session from. Nothing to run; tests/api/ exercise it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from agent_server.agent.events import Event
+from agent_server.models.base import Completion, Sampling
+from feedback.db import transaction
+from feedback.models import AgentSession, Outcome, SessionEvent
+from feedback.queries import sessions as q_sessions
+from feedback.queries import suggestions as q_suggestions
+
+T = TypeVar("T")
+
+# The loop's event kinds -> (session_events.kind, role).
+_KINDS: dict[str, tuple[str, str | None]] = {
+    "run_started": ("status", None),
+    "assistant": ("message", "assistant"),
+    "tool_call": ("tool_call", "assistant"),
+    "format_error": ("error", None),
+    "edit_proposed": ("edit", None),
+    "edit_decision": ("edit", "user"),
+    "command_approval": ("tool_call", "user"),
+    "observation": ("tool_result", "tool"),
+    "summary": ("summary", None),
+    "run_finished": ("status", None),
+}
+_ADAPTER = re.compile(r"policy-v(\d+)$")
+
+
+def adapter_version(adapter: str | None) -> int | None:
+    """`policy-v3` -> 3; None (the base model) or another name -> None."""
+    match = _ADAPTER.search(adapter or "")
+    return int(match.group(1)) if match else None
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionRow:
+    id: str
+    mode: str
+    title: str
+    status: str
+    created_at: dt.datetime
+    last_seq: int
+
+    @classmethod
+    def of(cls, row: AgentSession) -> SessionRow:
+        return cls(row.id, row.mode, row.title or "", row.status, row.created_at, row.last_seq)
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredOutcome:
+    id: int
+    duplicate: bool  # the client_event_id was stored before this call
+
+
+class Store:
+    def __init__(self, factory: sessionmaker[Session]) -> None:
+        self._factory = factory
+
+    async def _run(self, fn: Callable[[Session], T]) -> T:
+        def work() -> T:
+            with transaction(self._factory) as db:
+                return fn(db)
+
+        return await asyncio.to_thread(work)
+
+    async def create_session(
+        self, *, mode: str, title: str, workspace: str, client: str, owner: str
+    ) -> SessionRow:
+        def fn(db: Session) -> SessionRow:
+            row = q_sessions.create_session(
+                db, mode=mode, title=title or None, workspace_root=workspace or None,
+                client_name=client[:64] or None, owner=owner,
+            )  # fmt: skip
+            return SessionRow.of(row)
+
+        return await self._run(fn)
+
+    async def get_session(self, session_id: str) -> SessionRow | None:
+        def fn(db: Session) -> SessionRow | None:
+            row = q_sessions.get_session(db, session_id=session_id)
+            return SessionRow.of(row) if row else None
+
+        return await self._run(fn)
+
+    async def set_session(self, session_id: str, **fields: Any) -> None:
+        await self._run(lambda db: q_sessions.update_session(db, session_id=session_id, **fields))
+
+    async def append_event(self, session_id: str, event: Event) -> int:
+        """Store one trajectory event; returns the database's seq for it."""
+        kind, role = _KINDS.get(event.kind, ("status", None))
+        payload = event.to_dict()
+        tokens = _token_count(event)
+
+        def fn(db: Session) -> int:
+            row = q_sessions.append_event(
+                db, session_id=session_id, kind=kind, role=role, payload=payload,
+                token_count=tokens,
+            )  # fmt: skip
+            return row.seq
+
+        return await self._run(fn)
+
+    async def load_events(self, session_id: str) -> list[Event]:
+        """The session's trajectory, oldest first (rows not written by the loop skipped)."""
+
+        def fn(db: Session) -> list[dict[str, Any]]:
+            rows = q_sessions.list_events(db, session_id=session_id)
+            return [r.payload for r in rows]
+
+        payloads = await self._run(fn)
+        return [Event.from_dict(p) for p in payloads if {"kind", "step", "data"} <= p.keys()]
+
+    async def record_suggestion(
+        self,
+        *,
+        suggestion_id: str,
+        kind: str,
+        completion: Completion,
+        prompt: list[dict[str, Any]],
+        proposed: str,
+        session_id: str | None,
+        file_path: str | None,
+        sampling: Sampling | None,
+        latency_s: float | None = None,
+    ) -> None:
+        def fn(db: Session) -> None:
+            q_suggestions.record_suggestion(
+                db,
+                suggestion_id=suggestion_id,
+                kind=kind,
+                model=completion.model,
+                adapter_version=adapter_version(completion.adapter),
+                prompt_messages=prompt,
+                prompt_token_ids=completion.prompt_token_ids,
+                completion_text=completion.text,
+                completion_token_ids=list(completion.token_ids),
+                completion_logprobs=list(completion.logprobs),
+                finish_reason=completion.finish_reason,
+                sampling=dataclasses.asdict(sampling) if sampling else None,
+                proposed=proposed,
+                session_id=session_id,
+                file_path=file_path,
+                latency_s=latency_s,
+            )
+
+        await self._run(fn)
+
+    async def suggestion_session(self, suggestion_id: str) -> tuple[bool, str | None]:
+        """(exists, its session id)."""
+
+        def fn(db: Session) -> tuple[bool, str | None]:
+            row = q_suggestions.get_suggestion(db, suggestion_id=suggestion_id)
+            return (row is not None, row.session_id if row else None)
+
+        return await self._run(fn)
+
+    async def record_outcome(self, **fields: Any) -> StoredOutcome:
+        """Idempotent on client_event_id (see feedback.queries.suggestions.record_outcome).
+
+        `duplicate` is informational: two connections racing on one new id may both see
+        False, but only one row is ever stored.
+        """
+        event_id = fields["client_event_id"]
+
+        def fn(db: Session) -> StoredOutcome:
+            seen = db.scalar(select(Outcome.id).where(Outcome.client_event_id == event_id))
+            row = q_suggestions.record_outcome(db, **fields)
+            return StoredOutcome(row.id, seen is not None)
+
+        return await self._run(fn)
+
+    async def event_count(self, session_id: str) -> int:
+        def fn(db: Session) -> int:
+            return len(list(db.scalars(select(SessionEvent.id).where(
+                SessionEvent.session_id == session_id))))  # fmt: skip
+
+        return await self._run(fn)
+
+
+def _token_count(event: Event) -> int | None:
+    completion = event.data.get("completion")
+    if isinstance(completion, dict):
+        usage = completion.get("usage") or {}
+        return usage.get("completion_tokens")
+    return None
