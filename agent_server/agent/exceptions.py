@@ -20,6 +20,7 @@ RunStatus = Literal[
     "cancelled",  # Agent.cancel() or the asyncio task was cancelled
     "model_error",  # the backend failed (ModelError); person-facing, with its code
     "context_overflow",  # the task alone does not fit the context budget
+    "error",  # a bug: an unexpected exception (it propagates after run_finished is emitted)
 ]
 
 

@@ -22,27 +22,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+from agent_server.agent import exceptions as ex
 from agent_server.agent import prompts
 from agent_server.agent.actions import Action, action_schema, parse_action, tool_specs
 from agent_server.agent.events import Event, EventSink, InMemorySink, completion_to_dict
-from agent_server.agent.exceptions import (
-    Cancelled,
-    ContextOverflow,
-    FormatError,
-    LimitsExceeded,
-    NonTerminating,
-    RunStatus,
-    Terminating,
-    TooManyErrors,
-)
-from agent_server.agent.summarizer import (
-    ModelSummarizer,
-    Summarizer,
-    SummarizerConfig,
-    Turn,
-    View,
-    rebuild_view,
-)
+from agent_server.agent.summarizer import Summarizer, Turn, View, default_summarizer, rebuild_view
 from agent_server.agent.tools import Reviewer, Toolbox, ToolConfig
 from agent_server.agent.workspace import Workspace
 from agent_server.models.base import (
@@ -96,7 +80,7 @@ class AgentConfig:
 
 @dataclass(frozen=True)
 class RunResult:
-    status: RunStatus
+    status: ex.RunStatus
     message: str  # the final answer (finished) or why the run ended
     steps: int  # model steps of this run
     usage: Usage  # tokens of this run's model calls, summaries included
@@ -124,16 +108,14 @@ class Agent:
             )
         self.backend, self.on_text = backend, on_text
         self.sink: EventSink = sink or InMemorySink()
-        self.summarizer = summarizer or ModelSummarizer(
-            backend, SummarizerConfig(budget_ratio=ratio, target_ratio=round(ratio * 0.625, 3))
-        )
+        self.summarizer = summarizer or default_summarizer(backend, ratio)
         tool_cfg = ToolConfig(cfg.mode, cfg.command_timeout_s, cfg.max_output_chars)
         self.tools = Toolbox(workspace, tool_cfg, reviewer, self.sink, self.emit)
         self.view = View(system=prompts.system_prompt(cfg.native_tools), task="")
         self.step = self.seq = 0
         self._cancel = asyncio.Event()
         self._deadline: float | None = None
-        self._usage = (0, 0, 0)  # prompt tokens, completion tokens, model calls
+        self._calls: list[Completion] = []  # this run's completions, summaries included
 
     def cancel(self) -> None:
         """Stop the run promptly; it ends with status "cancelled"."""
@@ -156,27 +138,31 @@ class Agent:
     async def _run(self, resumed: bool) -> RunResult:
         v, cfg = self.view, self.config
         await self.emit("run_started", system=v.system, task=v.task, mode=cfg.mode, resumed=resumed)
-        self._cancel.clear()
+        self._calls = []
         self._deadline = cfg.time_limit_s and time.monotonic() + cfg.time_limit_s
-        start, errors, status, message = self.step, 0, "finished", ""
+        start, errors = self.step, 0
+        status, message = "error", "the agent crashed; the server log has the traceback"
         try:
             while True:
                 if self.step - start >= cfg.step_limit:
-                    raise LimitsExceeded(f"step limit of {cfg.step_limit} reached", "step_limit")
+                    raise ex.LimitsExceeded(f"step limit of {cfg.step_limit} reached", "step_limit")
                 errors = errors + 1 if await self.do_step() else 0
                 if errors >= cfg.max_format_errors:
                     last = self.view.turns[-1].observation["content"]
-                    raise TooManyErrors(f"{errors} errors in a row; the last: {last}")
-        except Terminating as e:
+                    raise ex.TooManyErrors(f"{errors} errors in a row; the last: {last}")
+        except ex.Terminating as e:
             status, message = e.status, e.message
         except ModelError as e:
             status, message = "model_error", f"{e.code}: {e}"
         except asyncio.CancelledError:  # the task was cancelled: record it, then let it end
-            await self.emit("run_finished", status="cancelled", message="", steps=self.step - start)
+            status, message = "cancelled", "the task running the agent was cancelled"
             raise
-        await self.emit("run_finished", status=status, message=message, steps=self.step - start)
-        prompt, generated, calls = self._usage
-        return RunResult(status, message, self.step - start, Usage(prompt, generated), calls)
+        finally:  # a cancel() that arrived before the run started still stopped it; now reset
+            self._cancel.clear()
+            await self.emit("run_finished", status=status, message=message, steps=self.step - start)
+        prompt = sum(c.usage.prompt_tokens for c in self._calls)
+        usage = Usage(prompt, sum(c.usage.completion_tokens for c in self._calls))
+        return RunResult(status, message, self.step - start, usage, len(self._calls))
 
     async def do_step(self) -> bool:
         """One model step: query, parse, execute, observe. True if it was a model-fixable error."""
@@ -186,7 +172,7 @@ class Agent:
         c = await self._guard(self._query())
         try:
             action: Action | None = parse_action(c)
-        except FormatError as e:
+        except ex.FormatError as e:
             action, error = None, e.message
         native = action is not None and action.call_id is not None
         reply = prompts.assistant_message(c, native)
@@ -194,13 +180,12 @@ class Agent:
         if action is None:
             await self.emit("format_error", error=error)
             return await self._observe(c, None, error, {}, error=True)
-        if action.plan:
-            self.view.plan = action.plan
+        self.view.plan = action.plan or self.view.plan
         a = action
         await self.emit("tool_call", tool=a.tool, args=a.args, thought=a.thought, plan=a.plan)
         try:
             result = await self._guard(self.tools.execute(action, c, self.step))
-        except NonTerminating as e:
+        except ex.NonTerminating as e:
             return await self._observe(c, action, e.message, {}, error=True)
         return await self._observe(c, action, result.text, result.files, error=False)
 
@@ -213,20 +198,16 @@ class Agent:
         else:
             tools = tool_specs() if cfg.native_tools else None
             c = await self.backend.complete(msgs, tools=tools, schema=schema, sampling=cfg.sampling)
-        self._add_usage(c)
+        self._calls.append(c)
         return c
-
-    def _add_usage(self, c: Completion) -> None:
-        p, n, calls = self._usage
-        self._usage = (p + c.usage.prompt_tokens, n + c.usage.completion_tokens, calls + 1)
 
     async def _summarize(self) -> None:
         before = self.backend.count_tokens(self.view.messages())
         view = await self._guard(self.summarizer.summarize(self.view))
         if self.summarizer.should_summarize(view):
-            raise ContextOverflow("over the context budget after summarizing: shorten the task")
+            raise ex.ContextOverflow("over the context budget after summarizing: shorten the task")
         if view.summary_completion is not None:
-            self._add_usage(view.summary_completion)
+            self._calls.append(view.summary_completion)
         self.view = view
         after = self.backend.count_tokens(view.messages())
         await self.emit("summary", **view.summary_data(), tokens_before=before, tokens_after=after)
@@ -251,10 +232,11 @@ class Agent:
         try:
             done, _ = await asyncio.wait({work, stop}, timeout=left, return_when="FIRST_COMPLETED")
         finally:  # also when this task itself is cancelled: never leave the work running
-            work.cancel(), stop.cancel()
+            work.cancel()
+            stop.cancel()
         if work in done:
             return work.result()
         await asyncio.wait({work})  # let it clean up (close the stream, kill the command)
         if self._cancel.is_set():
-            raise Cancelled("cancelled by the user")
-        raise LimitsExceeded(f"time limit of {self.config.time_limit_s}s reached", "time_limit")
+            raise ex.Cancelled("cancelled by the user")
+        raise ex.LimitsExceeded(f"time limit of {self.config.time_limit_s}s reached", "time_limit")

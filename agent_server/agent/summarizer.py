@@ -251,6 +251,12 @@ class ModelSummarizer:
         return view
 
 
+def default_summarizer(backend: ModelBackend, budget_ratio: float) -> ModelSummarizer:
+    """The agent's default: trigger at `budget_ratio`, shrink to 5/8 of it."""
+    target = round(budget_ratio * 0.625, 3)
+    return ModelSummarizer(backend, SummarizerConfig(budget_ratio, target_ratio=target))
+
+
 def _render_turn(t: Turn, cap: int) -> str:
     said = str(t.assistant.get("content") or "")
     if calls := t.assistant.get("tool_calls"):
