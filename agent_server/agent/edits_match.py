@@ -143,10 +143,12 @@ def find_indent_map(
             found = (2, IndentMap(tab, offset=offs.pop(), file_tabs=view.uses_tabs))
     if found is None:  # a block written with another indent unit (e.g. 4 spaces for 2)
         widths = [columns(indent_of(x), 4) for x in block if x.strip()]
-        unit_b, unit_f = detect_unit(widths, view.unit), view.unit
-        offs = {columns(f, 4) - columns(s, 4) * unit_f // unit_b for s, f in pairs}
-        if unit_b != unit_f and len(offs) == 1:
-            found = (2, IndentMap(4, offs.pop(), unit_f, unit_b, view.uses_tabs))
+        unit_f = view.unit
+        for unit_b in dict.fromkeys([detect_unit(widths), 4, 2, 8, 3]):
+            offs = {columns(f, 4) - columns(s, 4) * unit_f // unit_b for s, f in pairs}
+            if unit_b != unit_f and len(offs) == 1:
+                found = (2, IndentMap(4, offs.pop(), unit_f, unit_b, view.uses_tabs))
+                break
     if found is None:
         tab = tabs[0]
         counts: dict[int, int] = {}
