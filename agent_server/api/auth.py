@@ -115,3 +115,10 @@ class RedactTokenFilter(logging.Filter):
                 self._pattern.sub(r"\1***", a) if isinstance(a, str) else a for a in record.args
             )
         return True
+
+
+def install_access_log_filter() -> None:
+    """Add RedactTokenFilter to uvicorn's access logger, once per process."""
+    logger = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, RedactTokenFilter) for f in logger.filters):
+        logger.addFilter(RedactTokenFilter())

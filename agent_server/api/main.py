@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from agent_server.api.auth import AuthConfig
+from agent_server.api.auth import AuthConfig, install_access_log_filter
 from agent_server.api.config import ApiConfig
 from agent_server.api.routers import health, sessions, ws
 from agent_server.api.services import start_services
@@ -25,6 +25,7 @@ def create_app(
 ) -> FastAPI:
     config = config or ApiConfig.from_settings(settings)
     auth = AuthConfig.from_settings(settings)  # makes the token files now, before serving
+    install_access_log_filter()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

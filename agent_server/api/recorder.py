@@ -13,6 +13,7 @@ Nothing to run; tests/api/ exercise them through a real server.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,14 +31,43 @@ if TYPE_CHECKING:
 OBSERVATION_PREVIEW = 2000  # characters of a tool result shown in agent.step
 
 
+class DeltaBuffer:
+    """Streamed text, sent as `assistant.delta` every `interval_s` rather than per token."""
+
+    def __init__(
+        self, conn: Connection, session_id: str, reply_id: str | None, interval_s: float = 0.05
+    ) -> None:
+        self.conn, self.session_id, self.reply_id = conn, session_id, reply_id
+        self.interval_s = interval_s
+        self._parts: list[str] = []
+        self._last = time.monotonic()
+
+    async def add(self, text: str) -> None:
+        self._parts.append(text)
+        if time.monotonic() - self._last >= self.interval_s:
+            await self.flush()
+
+    async def flush(self) -> None:
+        self._last = time.monotonic()
+        if self._parts:
+            text, self._parts = "".join(self._parts), []
+            await self.conn.send(
+                p.AssistantDelta(id=self.reply_id, session_id=self.session_id, text=text)
+            )
+
+
 class DbSink:
-    def __init__(self, store: Store, live: LiveSession, *, reply_id: str | None) -> None:
+    def __init__(
+        self, store: Store, live: LiveSession, deltas: DeltaBuffer, *, reply_id: str | None
+    ) -> None:
         self.store, self.live, self.reply_id = store, live, reply_id
+        self.deltas = deltas
         self.prompt: Callable[[], list[Message]] = list
         self.sampling: Sampling | None = None
         self._call: dict[str, Any] | None = None  # the tool call awaiting its observation
 
     async def emit(self, event: Event) -> None:
+        await self.deltas.flush()  # the text of a step reaches the client before its events
         sid = self.live.row.id
         await self.store.append_event(sid, event)
         self.live.events.append(event)

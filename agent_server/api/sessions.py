@@ -23,7 +23,7 @@ from agent_server.agent.loop import Agent, AgentConfig, RunResult
 from agent_server.agent.summarizer import ModelSummarizer
 from agent_server.api import protocol as p
 from agent_server.api.errors import ApiError, ErrorCode
-from agent_server.api.recorder import DbSink, WsReviewer, client_workspace
+from agent_server.api.recorder import DbSink, DeltaBuffer, WsReviewer, client_workspace
 from agent_server.api.store import SessionRow, Store
 from agent_server.models.base import ModelBackend, Usage
 
@@ -117,23 +117,24 @@ class SessionManager:
 
     async def _turn(self, live: LiveSession, msg: p.UserMessage) -> None:
         conn, sid = live.conn, live.row.id
-        sink = DbSink(self.store, live, reply_id=msg.id)
-        agent = live.agent = self._agent(live, sink, msg.id)
+        deltas = DeltaBuffer(conn, sid, msg.id)
+        sink = DbSink(self.store, live, deltas, reply_id=msg.id)
+        agent = live.agent = self._agent(live, sink, deltas, msg.id)
         sink.prompt = lambda: agent.view.messages()
         sink.sampling = agent.config.sampling
         try:
             if not live.events:
                 result = await agent.run(task_text(msg.text, msg.context))
             else:
-                extra = follow_up(live.events, msg.text, msg.context)
-                for event in extra:
+                for event in follow_up(live.events, msg.text, msg.context):
                     await sink.emit(event)
-                result = await agent.resume(live.events)
+                result = await agent.resume(list(live.events))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or a DB failure: the person still gets turn.done
             log.exception("turn of session %s failed", sid)
             result = RunResult("model_error", f"internal error: {exc}", 0, Usage(0, 0), 0)
+        await deltas.flush()
         usage = p.Usage(
             prompt_tokens=result.usage.prompt_tokens,
             completion_tokens=result.usage.completion_tokens,
@@ -144,24 +145,21 @@ class SessionManager:
                        usage=usage)
         )  # fmt: skip
 
-    def _agent(self, live: LiveSession, sink: DbSink, reply_id: str | None) -> Agent:
-        config = self.agent_config(live.row.mode)
+    def _agent(
+        self, live: LiveSession, sink: DbSink, deltas: DeltaBuffer, reply_id: str | None
+    ) -> Agent:
         summarizer = None
         if self.config.summarizer is not None:
             summarizer = ModelSummarizer(self.backend, self.config.summarizer)
         conn, sid = live.conn, live.row.id
-
-        async def on_text(text: str) -> None:
-            await conn.send(p.AssistantDelta(id=reply_id, session_id=sid, text=text))
-
         return Agent(
             self.backend,
             client_workspace(conn, sid, self.config.tool_timeout_s, reply_id),
-            config,
+            self.agent_config(live.row.mode),
             sink=sink,
             reviewer=WsReviewer(conn, sid, self.config.review_timeout_s, reply_id),
             summarizer=summarizer,
-            on_text=on_text,
+            on_text=deltas.add,
         )
 
     def agent_config(self, mode: str) -> AgentConfig:
