@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import exists, func, select, update
+from sqlalchemy.orm import Session, aliased
 
 from feedback.models import Adapter, Deployment
 
@@ -122,10 +122,19 @@ def record_deployment(
 
 
 def rollback_target(db: Session, *, backend: str) -> Deployment | None:
-    """The deployment to return to: the newest superseded one serving another version."""
+    """The deployment to return to: the newest superseded one, older than the active one,
+    serving another version, and not of a version that was since rolled back away from
+    (a rollback means "this version is bad": later rollbacks never return to it)."""
     current = active_deployment(db, backend=backend)
     if current is None:
         return None
+    later = aliased(Deployment)
+    rolled_back_since = exists().where(
+        later.backend == backend,
+        later.status == "rolled_back",
+        later.id > Deployment.id,
+        later.adapter_version.is_not_distinct_from(Deployment.adapter_version),
+    )
     return db.scalars(
         select(Deployment)
         .where(
@@ -133,6 +142,7 @@ def rollback_target(db: Session, *, backend: str) -> Deployment | None:
             Deployment.status == "superseded",
             Deployment.id < current.id,
             Deployment.adapter_version.is_distinct_from(current.adapter_version),
+            ~rolled_back_since,
         )
         .order_by(Deployment.id.desc())
         .limit(1)
@@ -143,7 +153,7 @@ def rollback_deployment(db: Session, *, backend: str, reason: str) -> Deployment
     """Mark the active deployment `rolled_back` and make the previous version active again.
 
     Returns the new active deployment (its `rollback_of` names the one rolled back).
-    Rolling back twice walks further back: v3 -> v2 -> v1.
+    Rolling back again walks further back: v3 -> v2 -> v1 -> base model.
     """
     current = active_deployment(db, backend=backend)
     target = rollback_target(db, backend=backend)
