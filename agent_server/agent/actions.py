@@ -153,10 +153,17 @@ def check_args(tool: str, args: Any) -> dict[str, str]:
 
 def parse_action(completion: Completion) -> Action:
     """The one action in `completion`, or FormatError explaining what to fix."""
-    if completion.finish_reason == "length":
-        raise FormatError(
-            "Your reply was cut off at the token limit. Write a shorter thought and one action."
-        )
+    try:
+        return _parse(completion)
+    except FormatError:
+        if completion.finish_reason == "length":  # the likely cause; say so
+            raise FormatError(
+                "Your reply was cut off at the token limit. Write a shorter thought and one action."
+            ) from None
+        raise
+
+
+def _parse(completion: Completion) -> Action:
     if completion.tool_calls:
         if len(completion.tool_calls) != 1:
             raise FormatError(f"Call exactly one tool per turn, not {len(completion.tool_calls)}.")

@@ -252,9 +252,12 @@ class ModelSummarizer:
 
 
 def default_summarizer(backend: ModelBackend, budget_ratio: float) -> ModelSummarizer:
-    """The agent's default: trigger at `budget_ratio`, shrink to 5/8 of it."""
+    """The agent's default: trigger at `budget_ratio`, shrink to 5/8 of it, and a summary of
+    at most 512 tokens or half that target (small windows)."""
     target = round(budget_ratio * 0.625, 3)
-    return ModelSummarizer(backend, SummarizerConfig(budget_ratio, target_ratio=target))
+    most = min(512, int(target * backend.context_window) // 2)
+    config = SummarizerConfig(budget_ratio, target_ratio=target, max_summary_tokens=most)
+    return ModelSummarizer(backend, config)
 
 
 def _render_turn(t: Turn, cap: int) -> str:

@@ -27,6 +27,8 @@ from agent_server.agent.scripted import ScriptedModel
 from agent_server.agent.tools import CommandDecision
 from agent_server.agent.workspace import LocalWorkspace
 from agent_server.models.base import Completion, Sampling, ToolCall, Usage
+from agent_server.models.embedded import EmbeddedBackend
+from agent_server.models.embedded_config import EmbeddedConfig
 
 
 def act(tool: str, thought: str = "", plan: str | None = None, **args: str) -> str:
@@ -400,6 +402,7 @@ def test_any_written_action_parses_back(thought: str, path: str, search: str, re
 
 
 def test_parser_tolerates_what_small_models_write() -> None:
+    assert parse_action(reply(FINISH, finish="length")).tool == "finish"  # closed just in time
     # Raw control characters inside strings (seen from vLLM's xgrammar): strict=False takes them.
     raw_newline = '{"thought": "a\nb", "tool": "finish", "args": {"message": "x\ny"}}'
     assert parse_action(reply(raw_newline)).args == {"message": "x\ny"}
@@ -412,7 +415,7 @@ def test_parser_tolerates_what_small_models_write() -> None:
 @pytest.mark.parametrize(
     ("completion", "needle"),
     [
-        (reply(FINISH, finish="length"), "cut off"),
+        (reply(FINISH[:30], finish="length"), "cut off"),
         (reply("[1, 2]"), "one JSON object"),
         (reply('{"args": {}}'), '"tool"'),
         (reply('{"tool": "read_file", "args": {"path": 3}}'), "must be a string"),
@@ -426,3 +429,31 @@ def test_parser_tolerates_what_small_models_write() -> None:
 def test_malformed_actions_say_what_to_fix(completion: Completion, needle: str) -> None:
     with pytest.raises(FormatError, match=needle):
         parse_action(completion)
+
+
+@pytest.mark.slow
+async def test_the_loop_drives_the_real_dev_model(dev_model_dir: Path, root: Path) -> None:
+    """The parts fit: the real tokenizer, chat template and constrained decoding of the
+    embedded backend behind the same loop (a tiny barely-trained model: its actions are
+    noise, but every one must parse, be recorded with its tokens, and fit the budget)."""
+    backend = EmbeddedBackend(EmbeddedConfig(model_dir=dev_model_dir, context_window=1024))
+    sink = InMemorySink()
+    person = Person(sink, [EditDecision.reject("no")] * 20, [False] * 20)  # nothing runs
+    sampling = Sampling(max_tokens=96, temperature=1.0, seed=7)
+    cfg = AgentConfig(step_limit=8, max_format_errors=8, sampling=sampling)
+    try:
+        a = Agent(backend, LocalWorkspace(root), cfg, sink=sink, reviewer=person)
+        result = await a.run("Read a.py, then make f return 2.")
+    finally:
+        await backend.aclose()
+    assert result.status in {"finished", "step_limit", "too_many_errors"}
+    assert sink.of_kind("format_error") == []  # constrained decoding: always one valid action
+    budget = int(cfg.context_budget_ratio * 1024)
+    completions = [e.data["completion"] for e in sink.of_kind("assistant")]
+    completions += [e.data["completion"] for e in sink.of_kind("summary")]
+    assert len(completions) == result.model_calls >= 1
+    for c in completions:
+        assert len(c["token_ids"]) == len(c["logprobs"]) > 0
+        assert all(lp <= 0 for lp in c["logprobs"])
+        assert c["usage"]["prompt_tokens"] <= budget
+    assert (root / "a.py").read_text() == "def f():\n    return 1\n"  # every edit rejected
