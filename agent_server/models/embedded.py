@@ -342,4 +342,6 @@ class EmbeddedBackend:
         return sorted(self._adapters)
 
     async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise ModelError("the embedded backend is closed")
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
