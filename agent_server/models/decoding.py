@@ -32,6 +32,8 @@ from transformers import DynamicCache, PreTrainedModel
 from agent_server.models.base import Chunk, ModelError, Usage
 from agent_server.models.constrained import GuidedRun
 
+GREEDY_BELOW = 1e-5  # vLLM samples greedily below this temperature; so do we
+
 
 @dataclass(frozen=True)
 class GenerationPlan:
@@ -98,7 +100,7 @@ def _sample(
 ) -> tuple[int, float]:
     """Pick a token from (already masked) float32 logits; return it with its raw logprob."""
     logprobs = torch.log_softmax(logits, dim=-1)
-    if plan.temperature == 0:
+    if plan.temperature < GREEDY_BELOW:
         token = int(torch.argmax(logits))
     else:
         probs = torch.softmax(logits / plan.temperature, dim=-1)

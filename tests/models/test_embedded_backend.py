@@ -31,6 +31,7 @@ from agent_server.models.base import (
     ModelError,
     Sampling,
 )
+from agent_server.models.decoding import TextTracker
 from agent_server.models.embedded import EmbeddedBackend, EmbeddedConfig
 from agent_server.models.hermes import parse_tool_calls
 from tests.models.lora import make_lora_adapter
@@ -423,3 +424,16 @@ def test_hermes_tool_calls_are_parsed_like_vllm() -> None:
         [],
     )
     assert parse_tool_calls("plain") == ("plain", [])
+
+
+def test_streamed_text_holds_back_partial_characters_and_stop_prefixes() -> None:
+    def tracker_over(texts: list[str], stop: tuple[str, ...]) -> tuple[list[str], TextTracker]:
+        tracker = TextTracker(lambda ids: texts[len(ids) - 1], stop)
+        return [tracker.add(i) for i in range(len(texts))], tracker
+
+    # "\ufffd" is what decoding shows for a UTF-8 character whose bytes are not all there yet.
+    pieces, tracker = tracker_over(["ab", "ab\ufffd", "abé", "abéST", "abéSTa"], ("STOP",))
+    assert pieces == ["ab", "", "é", "", "STa"] and not tracker.stopped
+    pieces, tracker = tracker_over(["ab", "abéST", "abéSTOP!"], ("STOP",))
+    assert pieces == ["ab", "é", ""] and tracker.stopped and tracker.text == "abé"
+    assert tracker.flush() == ""
