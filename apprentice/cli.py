@@ -48,7 +48,9 @@ def up() -> None:
     Builds the dev model and the SQLite database under $APPRENTICE_HOME when missing.
     Ctrl-C stops it cleanly.
     """
-    not_built_yet("`apprentice up` (server + worker)", 4)
+    from agent_server.api.run import up as run_up
+
+    run_up(load_settings())
 
 
 @app.command()
@@ -57,7 +59,9 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default: settings).")] = None,
 ) -> None:
     """Run the agent server (HTTP + WebSocket at /v1/ws)."""
-    not_built_yet("the agent server", 4)
+    from agent_server.api.run import serve as run_serve
+
+    run_serve(load_settings(), host=host, port=port)
 
 
 @app.command()
@@ -65,21 +69,41 @@ def lsp(
     tcp: Annotated[
         str | None, typer.Option(metavar="HOST:PORT", help="Serve over TCP instead of stdio.")
     ] = None,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="Use a running agent server (ws://host:8765/v1/ws) instead of running the "
+            "agent in-process (default: settings' lsp_server_url).",
+        ),
+    ] = None,
 ) -> None:
     """Run the language server for Neovim, Helix, Emacs and any LSP editor (stdio default)."""
-    not_built_yet("the language server", 6)
+    settings = load_settings()
+    from lsp.run import make_config, run
+
+    try:
+        config = make_config(settings, tcp=tcp, server=server)
+    except ValueError as exc:  # a bad --tcp / --server value: say which and how to fix it
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    run(settings, config)
 
 
 @app.command()
 def worker() -> None:
     """Run a learner worker (Celery) on the configured broker."""
-    not_built_yet("the learner worker", 5)
+    from learner.cli import run_worker
+
+    run_worker(load_settings())
 
 
 @app.command()
 def learn() -> None:
     """Run one learning cycle in the foreground and print its metrics."""
-    not_built_yet("the learner", 5)
+    from learner.cli import learn_once
+
+    raise typer.Exit(learn_once(load_settings(), err))
 
 
 @app.command()
@@ -90,7 +114,9 @@ def chat(
     ] = Path("."),
 ) -> None:
     """Chat with the agent in the terminal; review proposed diffs and accept or reject them."""
-    not_built_yet("`apprentice chat`", 4)
+    from agent_server.api.run import chat as run_chat
+
+    raise typer.Exit(run_chat(load_settings(), task, workspace))
 
 
 @db_app.command("upgrade")

@@ -114,8 +114,10 @@ class ProtocolClient:
             raise ProtocolError(message)
         raise TypeError(f"expected {kind.__name__}, got {message!r}")
 
-    async def create_session(self, mode: str = "interactive", title: str = "") -> p.SessionInfo:
-        await self.send(p.SessionCreate(mode=mode, title=title))  # type: ignore[arg-type]
+    async def create_session(
+        self, mode: str = "interactive", title: str = "", workspace: str = ""
+    ) -> p.SessionInfo:
+        await self.send(p.SessionCreate(mode=mode, title=title, workspace=workspace))  # type: ignore[arg-type]
         return await self.expect(p.SessionInfo)
 
     async def resume(self, session_id: str) -> p.SessionInfo:

@@ -13,9 +13,10 @@ from fastapi import FastAPI
 
 from agent_server.api.auth import AuthConfig, install_access_log_filter
 from agent_server.api.config import ApiConfig
-from agent_server.api.routers import health, sessions, ws
+from agent_server.api.routers import admin, health, sessions, ws
 from agent_server.api.services import start_services
 from agent_server.models.base import ModelBackend
+from agent_server.models.deployments import start_follower
 from apprentice import __version__
 from apprentice.settings import Settings
 
@@ -30,12 +31,16 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.services = start_services(settings, config, auth, backend)
+        services = app.state.services  # serve what the deployments table names (learner)
+        app.state.follower = start_follower(services.backend, services.db, settings.model_backend)
         try:
             yield
         finally:
+            if app.state.follower is not None:
+                await app.state.follower.aclose()
             await app.state.services.aclose()
 
     app = FastAPI(title="Apprentice agent server", version=__version__, lifespan=lifespan)
-    for router in (health.router, sessions.router, ws.router):
+    for router in (health.router, sessions.router, ws.router, admin.router):
         app.include_router(router)
     return app

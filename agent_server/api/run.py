@@ -1,0 +1,142 @@
+"""Process entry points behind `apprentice serve`, `apprentice up` and `apprentice chat`.
+
+    apprentice serve [--host H] [--port P]   # the agent server in uvicorn
+    apprentice up                             # + builds the dev model and the DB when missing
+    apprentice chat "fix the typo in a.py" --workspace .
+
+uvicorn handles Ctrl-C / SIGTERM: open connections are closed, the backend and the database
+are released, the process exits 0. Tests: tests/api/test_cli.py runs these as subprocesses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+
+from agent_server.api.config import UVICORN_WS_MAX_SIZE
+from apprentice.settings import Settings
+
+GRACEFUL_SHUTDOWN_S = 5  # open WebSockets get this long to finish before they are cut
+
+
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def uvicorn_config(app: object, settings: Settings, host: str, port: int) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        ws_max_size=UVICORN_WS_MAX_SIZE,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+
+
+def token_hint(settings: Settings) -> str:
+    if settings.token.get_secret_value():
+        return "the token is APPRENTICE_TOKEN"
+    return f"the token is in {settings.token_file}"
+
+
+def serve(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
+    """Run the agent server in the foreground until Ctrl-C / SIGTERM."""
+    from agent_server.api.main import create_app
+
+    host, port = host or settings.host, port or settings.port
+    settings.ensure_home()
+    app = create_app(settings)
+    _say(f"Apprentice agent server on http://{host}:{port} (WebSocket ws://{host}:{port}/v1/ws)")
+    _say(f"{token_hint(settings)}; model backend: {settings.model_backend}")
+    # uvicorn shuts down cleanly first, then re-raises the Ctrl-C it captured; a clean stop
+    # on request is a success (exit 0), not an interrupted program (130).
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.Server(uvicorn_config(app, settings, host, port)).run()
+    _say("stopped")
+
+
+def prepare_embedded(settings: Settings) -> None:
+    """What `up` needs on embedded defaults: the dev model and a migrated database."""
+    from feedback.migrate import upgrade
+
+    settings.ensure_home()
+    model = Path(settings.model_name)
+    wants_dev = model == settings.dev_model_dir
+    if settings.model_backend == "embedded" and wants_dev and not (model / "config.json").exists():
+        from agent_server.models.devmodel import run_build_dev
+
+        _say(f"building the dev model into {model} (first start only, a few minutes)")
+        run_build_dev(model)
+    upgrade(settings.database_url)
+
+
+def up(settings: Settings) -> None:
+    """Everything on embedded defaults. The learner worker joins in a later issue."""
+    prepare_embedded(settings)
+    serve(settings)
+
+
+@dataclass
+class BackgroundServer:
+    """An in-process server on a free loopback port (used by `chat` when none is running)."""
+
+    server: uvicorn.Server
+    thread: threading.Thread
+    port: int
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(GRACEFUL_SHUTDOWN_S + 10)
+
+
+def start_background_server(settings: Settings) -> BackgroundServer:
+    from agent_server.api.main import create_app
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn_config(create_app(settings), settings, "127.0.0.1", port)
+    config.log_level = "warning"
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError("the in-process agent server failed to start (see above)")
+        time.sleep(0.05)
+    return BackgroundServer(server, thread, port)
+
+
+def chat(settings: Settings, task: str, workspace: Path) -> int:
+    """Terminal chat; uses the server at settings.host:port, else starts one in-process."""
+    import asyncio
+
+    import httpx
+
+    from agent_server.api.auth import AuthConfig
+    from agent_server.api.chat import run_chat
+
+    base = f"http://{settings.host}:{settings.port}"
+    background = None
+    try:
+        httpx.get(f"{base}/healthz", timeout=2).raise_for_status()
+        url = f"ws://{settings.host}:{settings.port}/v1/ws"
+    except httpx.HTTPError:
+        _say("no agent server running; starting one in this process")
+        prepare_embedded(settings)
+        background = start_background_server(settings)
+        url = f"ws://127.0.0.1:{background.port}/v1/ws"
+    token = AuthConfig.from_settings(settings).token
+    try:
+        return asyncio.run(run_chat(url, token, task, workspace.resolve()))
+    finally:
+        if background is not None:
+            background.stop()
