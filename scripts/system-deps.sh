@@ -2,7 +2,7 @@
 # Debian packages the tests need (editors, browsers). Installs only what is missing.
 set -euo pipefail
 need=()
-for pkg in ${APPRENTICE_APT_PACKAGES:-git}; do
+for pkg in ${APPRENTICE_APT_PACKAGES:-git neovim}; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if ((${#need[@]})); then

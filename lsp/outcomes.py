@@ -1,0 +1,126 @@
+"""`OutcomeTracker`: turns what the editor does with a suggestion into `outcomes` rows.
+
+Inline completions (per document, the newest one is "pending"):
+  returned to the editor            -> shown
+  `apprentice.accept` (item command) -> accepted, or partially_accepted with acceptedLength
+  `apprentice.reject`               -> rejected (reason: dismissed, or the client's)
+  a newer request for the document  -> rejected (superseded), unless accepted first
+  the document closed               -> rejected (closed)
+Code actions (the edits one resolve returned, per document):
+  resolve returned the edit                 -> shown
+  the action's command ran after the client applied the edit, or the document's text
+  became the proposed text (didChange)      -> accepted
+  a newer resolve or the document closed    -> rejected (superseded / closed)
+Chat edits sent with workspace/applyEdit are recorded where they are applied (applied or
+rejected), not here.
+
+State changes happen synchronously when a message arrives, before any await, so messages
+are judged in the order the editor sent them. Event ids are derived from the suggestion and
+the kind (`lsp:<id>:<kind>`): a command the client sends twice, or an accept seen both as
+a command and as a didChange, stores one row. Tests: tests/lsp/test_server.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from lsp.host import OutcomeRecord
+
+log = logging.getLogger(__name__)
+Record = Callable[[OutcomeRecord], Awaitable[None]]
+
+
+@dataclass
+class Pending:
+    ids: list[str]
+    kind: str  # "inline" | "action"
+    length: int = 0  # inline: characters offered
+    expected: dict[str, str] = field(default_factory=dict)  # action: uri -> text if applied
+    done: bool = False  # accepted or rejected already
+
+
+def event_id(suggestion_id: str, kind: str) -> str:
+    return f"lsp:{suggestion_id}:{kind}"
+
+
+class OutcomeTracker:
+    def __init__(self, record: Record) -> None:
+        self._record = record
+        self.pending: dict[tuple[str, str], Pending] = {}  # (uri, kind) -> newest
+        self.by_id: dict[str, Pending] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ---- writes ------------------------------------------------------------------------
+
+    async def write(self, suggestion_id: str, kind: str, **fields: object) -> None:
+        await self._record(
+            OutcomeRecord(suggestion_id, kind, event_id(suggestion_id, kind), **fields)  # type: ignore[arg-type]
+        )
+
+    def _background(self, suggestion_id: str, kind: str, **fields: object) -> None:
+        """Record without holding up the message that caused it (superseded, closed...)."""
+
+        async def run() -> None:
+            try:
+                await self.write(suggestion_id, kind, **fields)
+            except Exception:  # a failed log write must not take the editor's request down
+                log.exception("could not record %s for %s", kind, suggestion_id)
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def drain(self) -> None:
+        """Wait for background writes (shutdown, tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _reject(self, p: Pending, reason: str) -> None:
+        if not p.done:
+            p.done = True
+            for sid in p.ids:
+                self._background(sid, "rejected", reason=reason)
+
+    # ---- events ------------------------------------------------------------------------
+
+    def offered(self, uri: str, kind: str, ids: list[str], **extra: object) -> Pending:
+        """A new suggestion for `uri` is about to be shown; the previous one is superseded."""
+        self.superseded(uri, kind)
+        p = Pending(list(ids), kind, **extra)  # type: ignore[arg-type]
+        self.pending[(uri, kind)] = p
+        for sid in ids:
+            self.by_id[sid] = p
+        return p
+
+    def superseded(self, uri: str, kind: str) -> None:
+        old = self.pending.pop((uri, kind), None)
+        if old is not None:
+            self._reject(old, "superseded")
+
+    def closed(self, uri: str) -> None:
+        for kind in ("inline", "action"):
+            old = self.pending.pop((uri, kind), None)
+            if old is not None:
+                self._reject(old, "closed")
+
+    def changed(self, uri: str, text: str) -> None:
+        """The document's text now; a pending code action whose edit it holds is accepted."""
+        p = self.pending.get((uri, "action"))
+        if p is not None and not p.done and p.expected.get(uri) == text:
+            p.done = True
+            for sid in p.ids:
+                self._background(sid, "accepted", reason="applied in the editor")
+
+    def mark_done(self, ids: list[str]) -> None:
+        """Synchronously, as the accept/reject message arrives: nothing supersedes it now."""
+        for sid in ids:
+            p = self.by_id.get(sid)
+            if p is not None:
+                p.done = True
+
+    def offered_length(self, suggestion_id: str) -> int | None:
+        p = self.by_id.get(suggestion_id)
+        return p.length if p is not None and p.kind == "inline" else None

@@ -1,0 +1,54 @@
+"""The scripted model the language server loads in tests that need a particular edit.
+
+Named by `APPRENTICE_LSP_TEST_BACKEND=tests.lsp.scripted_backend:build` (read only by
+`python -m lsp`); the script is the JSON file at `APPRENTICE_LSP_TEST_SCRIPT`:
+
+    {"completion": "text for every inline completion",
+     "agent": ["<action JSON>", ...],          # agent steps in order; then `finish`
+     "delay_s": 0.0}                            # before each reply (cancellation tests)
+
+Inline-completion prompts (agent_server/api/completion.py's system prompt) get
+`completion`; every other call takes the next agent reply. Everything else is the real
+server: the agent loop, the tools, the recording, the protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from agent_server.agent.scripted import ScriptedModel
+from agent_server.api.completion import SYSTEM as COMPLETION_SYSTEM
+from agent_server.models.base import Message
+
+FINISH = json.dumps({"thought": "done", "tool": "finish", "args": {"message": "Done."}})
+
+
+def action(tool: str, thought: str = "", **args: str) -> str:
+    """One agent step as the model writes it."""
+    return json.dumps({"thought": thought or tool, "tool": tool, "args": args})
+
+
+def write_script(path: Path, **script: Any) -> Path:
+    path.write_text(json.dumps(script))
+    return path
+
+
+def build() -> ScriptedModel:
+    script = json.loads(Path(os.environ["APPRENTICE_LSP_TEST_SCRIPT"]).read_text())
+    completion = str(script.get("completion", ""))
+    agent = iter(list(script.get("agent", [])))
+
+    def reply(messages: list[Message]) -> str:
+        if messages and messages[0].get("content") == COMPLETION_SYSTEM:
+            return completion
+        return next(agent, FINISH)
+
+    return ScriptedModel(
+        [reply] * 10_000,
+        context_window=16_384,
+        delay_s=float(script.get("delay_s", 0.0)),
+        model_name="scripted-test-model",
+    )
