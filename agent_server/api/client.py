@@ -148,7 +148,7 @@ class ProtocolClient:
                 await _maybe(on_message(message))
             if isinstance(message, p.ToolRequest):
                 reply = await answer_request(workspace, message.method, message.params)
-                await self.send(_tool_result(message.request_id, reply))
+                await self.send(tool_result_message(message.request_id, reply))
             elif isinstance(message, p.EditProposed):
                 decision: Decision = await _maybe(review(message))
                 await self.send(
@@ -171,7 +171,7 @@ class ProtocolClient:
         await self.ws.close()
 
 
-def _tool_result(request_id: str, reply: dict[str, Any]) -> p.ToolResult:
+def tool_result_message(request_id: str, reply: dict[str, Any]) -> p.ToolResult:
     if "error" in reply:
         error = reply["error"]
         return p.ToolResult(
