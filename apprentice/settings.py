@@ -27,7 +27,7 @@ from pydantic_settings import (
 
 ENV_PREFIX = "APPRENTICE_"
 # URL fields that may carry a password (postgresql+psycopg://user:pw@host/db, redis://:pw@host).
-_URL_FIELDS = ("database_url", "broker_url", "result_backend", "model_url")
+_URL_FIELDS = ("database_url", "broker_url", "result_backend", "model_url", "lsp_server_url")
 
 
 def _default_home() -> Path:
@@ -111,6 +111,11 @@ class Settings(BaseSettings):
     port: int = Field(default=8765, ge=1, le=65535, description="Port of the agent server.")
     lsp_host: str = Field(default="127.0.0.1", description="Interface of `apprentice lsp --tcp`.")
     lsp_port: int = Field(default=8766, ge=1, le=65535, description="Port of `lsp --tcp`.")
+    lsp_server_url: str = Field(
+        default="",
+        description="WebSocket URL of a running agent server (ws://host:8765/v1/ws) that "
+        "`apprentice lsp` talks to. Empty: the language server runs the agent in-process.",
+    )
     allowed_origins: list[str] = Field(
         default_factory=lambda: ["vscode-webview://*", "vscode-file://*"],
         description="Browser Origins allowed on the WebSocket (fnmatch patterns). Clients that "
