@@ -11,10 +11,12 @@ one or more `Replacement`s (a line range and its new lines). Strategies, in orde
    uniform column offset or indent-unit scaling ("indent": a re-indented block). The new text
    is made 3-way: the SEARCH->REPLACE line diff is applied onto the file region, so unchanged
    context keeps the file's exact bytes and only new lines are re-indented by the mapping.
-3. substring: SEARCH occurs exactly once inside the text (a partial-line edit).
-4. elided: lines that are just '...' (optionally commented) in SEARCH, and at the same
-   places in REPLACE, stand for unchanged lines; each piece is located with strategy 2 and
-   the pieces must follow each other in the file.
+3. elided (tried before 2 when SEARCH has such lines): lines that are just '...'
+   (optionally commented) in SEARCH, and at the same places in REPLACE, stand for unchanged
+   lines; each piece is located like strategy 2 and the pieces must follow in the file.
+4. substring: SEARCH occurs exactly once inside the text (a partial-line edit).
+A location whose indentation no single mapping explains is not a match (a wrong place is
+worse than a "did you mean" answer).
 
 More than one equally good location raises `Ambiguous`; none raises `NoMatch`.
 Run the tests: .venv/bin/python -m pytest tests/agent/test_edits.py -q
@@ -131,7 +133,8 @@ class IndentMap:
 def find_indent_map(
     pairs: list[tuple[str, str]], view: FileView, block: list[str]
 ) -> tuple[int, IndentMap] | None:
-    """Score 3: identical columns; 2: uniform offset or unit scaling; 1: a 2/3 majority."""
+    """Score 3: identical columns; 2: a uniform offset or indent-unit scaling; None when no
+    single mapping explains every matched line."""
     tabs = list(dict.fromkeys([view.unit, 4, 8, 2]))
     found: tuple[int, IndentMap] | None = None
     for tab in tabs:
@@ -150,15 +153,7 @@ def find_indent_map(
                 found = (2, IndentMap(4, offs.pop(), unit_f, unit_b, view.uses_tabs))
                 break
     if found is None:
-        tab = tabs[0]
-        counts: dict[int, int] = {}
-        for s, f in pairs:
-            off = columns(f, tab) - columns(s, tab)
-            counts[off] = counts.get(off, 0) + 1
-        off, n = max(counts.items(), key=lambda kv: kv[1])
-        if n * 3 < len(pairs) * 2:
-            return None
-        found = (1, IndentMap(tab, offset=off, file_tabs=view.uses_tabs))
+        return None  # inconsistent indentation: more likely the wrong place than a typo
     score, imap = found
     for s, f in pairs:  # exact indents for the ones the mapping agrees on (keeps alignment)
         if imap.col(s) == columns(f, imap.tab):
@@ -168,14 +163,14 @@ def find_indent_map(
 
 @dataclass
 class Candidate:
-    score: int  # 3 whitespace, 2 indent, 1 approximate indent
+    score: int  # 3 whitespace, 2 indent
     start: int
     end: int
     build: Callable[[], list[str]]  # the region's new lines
 
     @property
     def strategy(self) -> str:
-        return {3: "whitespace", 2: "indent", 1: "indent-approx"}[self.score]
+        return "whitespace" if self.score == 3 else "indent"
 
 
 def _lead_blank(lines: list[str]) -> int:
@@ -251,6 +246,8 @@ def _candidate(
     )
 
     def render(line: str) -> str:
+        if not line:
+            return line  # an empty line stays empty whatever the indent offset
         ws = indent_of(line)
         body = line[len(ws) :]
         out = imap.render(ws) + body
@@ -337,8 +334,13 @@ def _elided(view: FileView, search: list[str], replace: list[str]) -> list[Repla
             "SEARCH uses '...' lines to skip unchanged lines, so REPLACE must have '...' "
             "lines at the same places (the same number of them)."
         )
-    pairs = [(s, r) for s, r in zip(s_pieces, r_pieces, strict=True) if s or r]
-    if any(not s for s, _ in pairs):
+    # Pieces of only blank lines that stay the same anchor nothing: '...' absorbs them.
+    pairs = [
+        (s, r)
+        for s, r in zip(s_pieces, r_pieces, strict=True)
+        if (s or r) and not (s == r and not "".join(s).strip())
+    ]
+    if not pairs or any(not "".join(s).strip() for s, _ in pairs):
         raise NoMatch("Every part of REPLACE between '...' lines needs SEARCH lines to anchor it.")
     per_piece = [tolerant_candidates(view, s, r) for s, r in pairs]
     chains: dict[int, list[Candidate]] = {}  # last piece's start -> tightest chain ending there
@@ -365,29 +367,49 @@ def locate(view: FileView, search: list[str], replace: list[str]) -> list[Replac
     exact = _exact(view, search, replace)
     if exact is not None:
         return [exact]
+    elision: NoMatch | Ambiguous | None = None
+    if any(ELISION.match(line) for line in search):
+        # Once the exact match failed, a '...' line is more likely an elision than a literal
+        # line (read literally it can match a stub body `...` somewhere else).
+        try:
+            elided = _elided(view, search, replace)
+            if elided is not None:
+                return elided
+        except (NoMatch, Ambiguous) as err:
+            elision = err
     best = _best(tolerant_candidates(view, search, replace))
     if best is not None:
         return [Replacement(best.start, best.end, best.build(), best.strategy)]
     sub = _substring(view, search, replace)
     if sub is not None:
         return [sub]
-    elided = _elided(view, search, replace)
-    if elided is not None:
-        return elided
-    raise NoMatch()
+    raise elision or NoMatch()
 
 
 def closest_region(view: FileView, search: list[str]) -> tuple[int, int, float] | None:
-    """(start, end, similarity) of the file window most like `search`, for the hint."""
+    """(start, end, similarity) of the file window most like `search`, for the hint.
+
+    Windows are ranked cheaply by how many SEARCH lines they contain verbatim (modulo
+    whitespace); only the best few (or, when no line matches anywhere, a sample) get the
+    expensive character-level difflib ratio."""
     lines, m = view.lines, max(len(search), 1)
     if not lines:
         return None
     want = [s.strip() for s in search]
-    best = (0, min(m, len(lines)), -1.0)
-    step = max(1, (len(lines) - m) // 3000)  # keep huge files fast: at most ~3000 windows
+    wanted = {w for w in want if w}
+    last = max(1, len(lines) - m + 1)
+    hits = [0]
+    for key in view.stripped:
+        hits.append(hits[-1] + (key in wanted))
+    score = [hits[min(i + m, len(lines))] - hits[i] for i in range(last)]
+    if max(score) > 0:
+        starts = sorted(range(last), key=lambda i: -score[i])[:12]
+    else:
+        starts = list(range(0, last, max(1, last // 200)))
     matcher = SequenceMatcher(None, autojunk=False)
     matcher.set_seq2("\n".join(want))
-    for i in range(0, max(1, len(lines) - m + 1), step):
+    best = (0, min(m, len(lines)), -1.0)
+    for i in starts:
         matcher.set_seq1("\n".join(view.stripped[i : i + m]))
         if matcher.real_quick_ratio() <= best[2] or matcher.quick_ratio() <= best[2]:
             continue

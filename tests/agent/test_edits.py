@@ -270,3 +270,21 @@ def test_unique_region_edits_match_a_plain_splice(body, data) -> None:
             "\n".join(lines) + "\n", [SearchReplace("\n".join(search), "\n".join(rep))]
         )
         assert out == expected, (k, search)
+
+
+def test_inconsistent_indentation_is_refused_not_guessed() -> None:
+    text = "def f():\n    b = 1\n    c = 2\n"
+    with pytest.raises(EditError, match="Did you mean lines 1-3"):
+        apply_edits(text, [SearchReplace("def f():\nb = 1\n    c = 2\n", "x\n")])
+
+
+def test_dots_are_an_elision_before_a_literal_stub_line() -> None:
+    stubs = (
+        "class A:\n    @overload\n    def f(self, x: int) -> int:\n        ...\n\n"
+        "    @overload\n    def f(self, x: str) -> str:\n        ...\n\n"
+        "    def g(self):\n        return 1\n"
+    )
+    search = "    def f(self, x: str) -> str:\n...\n    def g(self):\n        return 1\n"
+    replace = "    def f(self, x: str) -> str:\n...\n    def g(self):\n        return 2\n"
+    p = plan(stubs, search, replace)
+    assert p.strategies == ["elided"] and p.text == stubs.replace("return 1", "return 2")
