@@ -124,12 +124,14 @@ class Connection:
 
     async def close(self) -> None:
         self.closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        # Turns are cancelled first (their waits on this editor end as "cancelled"), then
+        # whatever still waits on the editor learns that it is gone.
+        await self.services.sessions.release(self)
         for _, future in list(self._pending.values()):
             if not future.done():
                 future.set_exception(ConnectionClosed("the editor disconnected"))
-        for task in list(self._tasks):
-            task.cancel()
-        await self.services.sessions.release(self)
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task

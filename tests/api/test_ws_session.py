@@ -283,3 +283,39 @@ async def test_hello_first_and_matching_version(serve, api_settings) -> None:
         await raw.send(json.dumps({"type": "ping", "id": "still-open"}))
         assert p.server_adapter.validate_json(await raw.recv()).id == "still-open"
     await client.close()
+
+
+async def test_a_disconnect_mid_review_cancels_the_turn_and_frees_the_session(
+    serve, api_settings, db, workspace
+) -> None:
+    model = ScriptedModel([
+        act("edit", path="a.py", search="x = 1", replace="x = 5"),
+        act("finish", message="after reconnect"),
+    ])  # fmt: skip
+    server = serve(api_settings, backend=model)
+    client = await _client(server)
+    info = await client.create_session()
+    await client.send(p.UserMessage(id="t", session_id=info.session_id, text="change x"))
+    while not isinstance(message := await client.recv(), p.EditProposed):
+        if isinstance(message, p.ToolRequest):
+            from agent_server.agent.client_workspace import answer_request
+            from agent_server.api.client import tool_result_message
+
+            reply = await answer_request(LocalWorkspace(workspace), message.method, message.params)
+            await client.send(tool_result_message(message.request_id, reply))
+    await client.close()  # the person closes the editor while the diff is on screen
+    for _ in range(100):
+        if info.session_id not in server.services.sessions.live:
+            break
+        await asyncio.sleep(0.05)
+    with db() as s:
+        rows = list(s.scalars(select(SessionEvent).where(
+            SessionEvent.session_id == info.session_id).order_by(SessionEvent.seq)))  # fmt: skip
+    assert rows[-1].payload["kind"] == "run_finished"
+    assert rows[-1].payload["data"]["status"] == "cancelled"
+    assert (workspace / "a.py").read_text() == "x = 1\n"
+    again = await _client(server)
+    assert (await again.resume(info.session_id)).resumed
+    log = await again.run_turn(info.session_id, "go on", workspace=LocalWorkspace(workspace))
+    assert log.done.message == "after reconnect"
+    await again.close()
