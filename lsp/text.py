@@ -111,7 +111,7 @@ def line_edits(old: str, new: str, units: Units) -> list[types.TextEdit]:
         if tag == "equal":
             continue
         start = types.Position(i1, 0)
-        if i2 < len(a) or a[-1].endswith(("\n", "\r")):
+        if i2 < len(a) or not a or a[-1].endswith(("\n", "\r")):
             end = types.Position(i2, 0)
         else:  # the replaced run reaches a last line without a newline: end at its end
             end = types.Position(i2 - 1, units(a[-1]))

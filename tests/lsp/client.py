@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,6 +165,18 @@ async def stop(client: LanguageClient) -> None:
             await server.wait()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(client.stop(), timeout=5)
+
+
+async def raw_request(client: LanguageClient, method: str, params: Any) -> Any:
+    """Send a request exactly as given (no client-side typing); the answer or its error."""
+    from concurrent.futures import Future
+
+    proto = client.protocol
+    msg_id = f"raw-{uuid.uuid4().hex}"
+    future: Future[Any] = Future()
+    proto._request_futures[msg_id] = future  # the client's response handler resolves it
+    proto._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    return await asyncio.wrap_future(future)
 
 
 def progress_kinds(client: LanguageClient) -> list[str]:
