@@ -124,7 +124,7 @@ async def test_time_limit(root: Path) -> None:
     t0 = time.monotonic()
     result = await a.run("slow")
     assert result.status == "time_limit" and "0.25" in result.message
-    assert 1 <= result.steps <= 3 and time.monotonic() - t0 < 1.5
+    assert 1 <= result.steps <= 3 and time.monotonic() - t0 < 5
 
 
 async def test_format_errors_are_reflected_to_the_model(root: Path) -> None:
@@ -189,7 +189,7 @@ async def test_cancel_stops_generation_promptly(root: Path) -> None:
     t0 = time.monotonic()
     a.cancel()
     result = await asyncio.wait_for(task, 2)
-    assert result.status == "cancelled" and time.monotonic() - t0 < 1.5
+    assert result.status == "cancelled" and time.monotonic() - t0 < 5
     assert sink.events[-1].kind == "run_finished" and sink.events[-1].data["status"] == "cancelled"
 
 
@@ -299,7 +299,7 @@ async def test_autonomous_mode_edits_and_runs_directly(root: Path) -> None:
 async def test_command_timeout_and_output_cap(root: Path) -> None:
     model = ScriptedModel(
         [
-            act("run_command", command="sleep 5"),
+            act("run_command", command="sleep 60"),
             act("run_command", command="python3 -c \"print('y' * 5000)\""),
             FINISH,
         ]
@@ -307,7 +307,7 @@ async def test_command_timeout_and_output_cap(root: Path) -> None:
     a, _ = agent(model, root, command_timeout_s=0.5, max_output_chars=500)
     t0 = time.monotonic()
     await a.run("t")
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 20  # killed at 0.5 s, not after 60 s (slack: a busy CI)
     assert "timed out" in last_user(model, 1)
     assert len(last_user(model, 2)) < 700 and "characters cut" in last_user(model, 2)
 
