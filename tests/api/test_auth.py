@@ -24,7 +24,7 @@ pytestmark = pytest.mark.postgres
 
 
 @pytest.fixture
-def server(serve, api_settings):
+def server(api_settings, serve):
     return serve(api_settings, backend=ScriptedModel([]))
 
 

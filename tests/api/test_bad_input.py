@@ -42,7 +42,7 @@ async def _reply(client: ProtocolClient, frame: str | bytes) -> list[Any]:
 
 
 @pytest.fixture
-def server(serve, api_settings):
+def server(api_settings, serve):
     outputs = [json.dumps({"thought": "t", "tool": "finish", "args": {"message": "all good"}})]
     return serve(api_settings, backend=ScriptedModel(outputs))
 

@@ -122,7 +122,7 @@ def test_up_prepares_the_database_serves_the_dev_model_and_stops(
     assert f"the token is in {home / 'token'}" in out
 
 
-def test_chat_reviews_a_diff_in_the_terminal(serve, api_settings, tmp_path: Path) -> None:
+def test_chat_reviews_a_diff_in_the_terminal(api_settings, serve, tmp_path: Path) -> None:
     def act(tool: str, **args: str) -> str:
         return json.dumps({"thought": "t", "tool": tool, "args": args})
 

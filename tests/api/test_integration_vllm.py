@@ -37,7 +37,7 @@ TASK = "In a.py replace the text `x = 1` with `x = 2`: edit a.py, search `x = 1`
 
 
 async def test_session_on_vllm_records_suggestions_outcomes_and_summaries(
-    serve, vllm_server, pg_head_url: str, tmp_path: Path
+    vllm_server, pg_head_url: str, serve, tmp_path: Path
 ) -> None:
     settings = Settings(
         home=tmp_path / "home",

@@ -38,7 +38,7 @@ def _summary(messages: list[dict]) -> str:
 
 
 async def test_session_resumes_after_restart_from_its_last_summary(
-    serve, api_settings, tmp_path: Path
+    api_settings, serve, tmp_path: Path
 ) -> None:
     root = tmp_path / "project"
     root.mkdir()

@@ -50,7 +50,7 @@ async def _client(server) -> ProtocolClient:
 
 
 async def test_edit_is_recorded_before_it_is_shown_and_outcome_before_ack(
-    serve, api_settings, db, workspace
+    api_settings, serve, db, workspace
 ) -> None:
     model = ScriptedModel([
         act("read_file", path="a.py"),
@@ -112,7 +112,7 @@ async def test_edit_is_recorded_before_it_is_shown_and_outcome_before_ack(
     await client.close()
 
 
-async def test_rejection_reason_reaches_the_model(serve, api_settings, workspace) -> None:
+async def test_rejection_reason_reaches_the_model(api_settings, serve, workspace) -> None:
     model = ScriptedModel([
         act("edit", path="a.py", search="x = 1", replace="x = 3"),
         act("finish", message="ok"),
@@ -131,7 +131,7 @@ async def test_rejection_reason_reaches_the_model(serve, api_settings, workspace
     await client.close()
 
 
-async def test_partial_accept_applies_only_the_chosen_hunk(serve, api_settings, workspace) -> None:
+async def test_partial_accept_applies_only_the_chosen_hunk(api_settings, serve, workspace) -> None:
     lines = [f"v{i} = {i}\n" for i in range(20)]
     (workspace / "b.py").write_text("".join(lines))
     new = list(lines)
@@ -159,7 +159,7 @@ async def test_partial_accept_applies_only_the_chosen_hunk(serve, api_settings, 
     await client.close()
 
 
-async def test_outcomes_are_idempotent_and_conflicts_typed(serve, api_settings, db) -> None:
+async def test_outcomes_are_idempotent_and_conflicts_typed(api_settings, serve, db) -> None:
     server = serve(api_settings, backend=ScriptedModel(["    return a + b"]))
     client = await _client(server)
     await client.send(p.CompletionRequest(id="c1", path="m.py", language="python",
@@ -192,7 +192,7 @@ async def test_outcomes_are_idempotent_and_conflicts_typed(serve, api_settings, 
     await client.close()
 
 
-async def test_commands_wait_for_approval(serve, api_settings, workspace) -> None:
+async def test_commands_wait_for_approval(api_settings, serve, workspace) -> None:
     model = ScriptedModel([
         act("run_command", command="echo refused-run"),
         act("run_command", command="echo hello-from-the-editor"),
@@ -219,7 +219,7 @@ async def test_commands_wait_for_approval(serve, api_settings, workspace) -> Non
 
 
 async def test_cancel_stops_the_turn_and_one_turn_runs_at_a_time(
-    serve, api_settings, workspace
+    api_settings, serve, workspace
 ) -> None:
     model = ScriptedModel([act("finish", message="late")], delay_s=30)
     server = serve(api_settings, backend=model)
@@ -239,7 +239,7 @@ async def test_cancel_stops_the_turn_and_one_turn_runs_at_a_time(
     await client.close()
 
 
-async def test_sessions_belong_to_their_connection(serve, api_settings, workspace) -> None:
+async def test_sessions_belong_to_their_connection(api_settings, serve, workspace) -> None:
     model = ScriptedModel([act("finish", message="first"), act("finish", message="second")])
     server = serve(api_settings, backend=model)
     a, b = await _client(server), await _client(server)
@@ -267,7 +267,7 @@ async def test_sessions_belong_to_their_connection(serve, api_settings, workspac
     await b.close()
 
 
-async def test_hello_first_and_matching_version(serve, api_settings) -> None:
+async def test_hello_first_and_matching_version(api_settings, serve) -> None:
     server = serve(api_settings, backend=ScriptedModel([]))
     client = await _client(server)
     from websockets.asyncio.client import connect
@@ -286,7 +286,7 @@ async def test_hello_first_and_matching_version(serve, api_settings) -> None:
 
 
 async def test_a_disconnect_mid_review_cancels_the_turn_and_frees_the_session(
-    serve, api_settings, db, workspace
+    api_settings, serve, db, workspace
 ) -> None:
     model = ScriptedModel([
         act("edit", path="a.py", search="x = 1", replace="x = 5"),
