@@ -26,8 +26,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from difflib import SequenceMatcher
+
+from agent_server.agent.edits_indent import (
+    IndentMap,
+    detect_unit,
+    find_indent_map,
+    indent_of,
+)
 
 ELISION = re.compile(r"^\s*(?:#|//|/\*|--|<!--)?\s*(?:\.\.\.|…)[^\n]{0,60}?(?:\*/|-->)?\s*$")
 
@@ -54,28 +61,6 @@ class Ambiguous(Exception):
     def __init__(self, lines: list[int]) -> None:
         super().__init__(f"matches at lines {lines}")
         self.lines = lines
-
-
-def indent_of(line: str) -> str:
-    return line[: len(line) - len(line.lstrip(" \t"))]
-
-
-def columns(ws: str, tab: int) -> int:
-    col = 0
-    for ch in ws:
-        col = (col // tab + 1) * tab if ch == "\t" else col + 1
-    return col
-
-
-def detect_unit(widths: list[int], prefer: int | None = None) -> int:
-    """The indent unit (in columns) most of `widths` are multiples of."""
-    ws = [w for w in widths if w > 0]
-    if not ws:
-        return prefer or 4
-    for unit in ([prefer] if prefer else []) + [4, 2, 3, 8]:
-        if sum(w % unit == 0 for w in ws) >= 0.9 * len(ws):
-            return unit
-    return 1
 
 
 class FileView:
@@ -105,60 +90,6 @@ class FileView:
         if self._text is None:
             self._text = "\n".join(self.lines)
         return self._text
-
-
-@dataclass
-class IndentMap:
-    """col_file = col_search * num // den + offset, columns measured with tab width `tab`."""
-
-    tab: int
-    offset: int = 0
-    num: int = 1
-    den: int = 1
-    file_tabs: bool = False
-    pairs: dict[str, str] = field(default_factory=dict)  # seen SEARCH indent -> file indent
-
-    def col(self, ws: str) -> int:
-        return columns(ws, self.tab) * self.num // self.den + self.offset
-
-    def render(self, ws: str) -> str:
-        if ws in self.pairs:
-            return self.pairs[ws]
-        col = max(self.col(ws), 0)
-        if self.file_tabs:
-            return "\t" * (col // self.tab) + " " * (col % self.tab)
-        return " " * col
-
-
-def find_indent_map(
-    pairs: list[tuple[str, str]], view: FileView, block: list[str]
-) -> tuple[int, IndentMap] | None:
-    """Score 3: identical columns; 2: a uniform offset or indent-unit scaling; None when no
-    single mapping explains every matched line."""
-    tabs = list(dict.fromkeys([view.unit, 4, 8, 2]))
-    found: tuple[int, IndentMap] | None = None
-    for tab in tabs:
-        offs = {columns(f, tab) - columns(s, tab) for s, f in pairs}
-        if offs == {0}:
-            found = (3, IndentMap(tab, file_tabs=view.uses_tabs))
-            break
-        if len(offs) == 1 and found is None:
-            found = (2, IndentMap(tab, offset=offs.pop(), file_tabs=view.uses_tabs))
-    if found is None:  # a block written with another indent unit (e.g. 4 spaces for 2)
-        widths = [columns(indent_of(x), 4) for x in block if x.strip()]
-        unit_f = view.unit
-        for unit_b in dict.fromkeys([detect_unit(widths), 4, 2, 8, 3]):
-            offs = {columns(f, 4) - columns(s, 4) * unit_f // unit_b for s, f in pairs}
-            if unit_b != unit_f and len(offs) == 1:
-                found = (2, IndentMap(4, offs.pop(), unit_f, unit_b, view.uses_tabs))
-                break
-    if found is None:
-        return None  # inconsistent indentation: more likely the wrong place than a typo
-    score, imap = found
-    for s, f in pairs:  # exact indents for the ones the mapping agrees on (keeps alignment)
-        if imap.col(s) == columns(f, imap.tab):
-            imap.pairs.setdefault(s, f)
-    return score, imap
 
 
 @dataclass
@@ -205,7 +136,7 @@ def tolerant_candidates(view: FileView, search: list[str], replace: list[str]) -
                 (indent_of(search[k]), indent_of(view.lines[a]))
                 for k, a in zip(nb, anchors, strict=True)
             ]
-            scored = find_indent_map(pairs, view, search + replace)
+            scored = find_indent_map(pairs, view.unit, view.uses_tabs, search + replace)
             if scored is not None:
                 out.append(_candidate(view, search, replace, nb, anchors, *scored))
     return out

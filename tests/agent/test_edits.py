@@ -237,6 +237,11 @@ def test_hunk_selection_properties(old, new, pick, eol) -> None:
     assert len(split_hunks(a, mixed)) <= len(chosen) or not chosen
 
 
+def _tabbed(line: str) -> str:
+    body = line.lstrip(" ")
+    return "\t" * ((len(line) - len(body)) // 4) + body
+
+
 words = st.text(alphabet="abcdefgh(): =", min_size=1, max_size=12).map(str.strip).filter(bool)
 
 
@@ -259,13 +264,13 @@ def test_unique_region_edits_match_a_plain_splice(body, data) -> None:
     margin = min(len(x) - len(x.lstrip()) for x in region)
     variants = [
         region,
-        [x.replace("    ", "\t") for x in region],
+        [_tabbed(x) for x in region],
         [x[margin:] for x in region],
         [x + "  " for x in region],
     ]
     for k, search in enumerate(variants):
         rep = new if k != 2 else [x[margin:] for x in new]
-        rep = [x.replace("    ", "\t") for x in rep] if k == 1 else rep
+        rep = [_tabbed(x) for x in rep] if k == 1 else rep
         out = apply_edits(
             "\n".join(lines) + "\n", [SearchReplace("\n".join(search), "\n".join(rep))]
         )
