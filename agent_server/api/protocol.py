@@ -19,11 +19,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+# The parts messages are built from; re-exported (`X as X`) so users import one module.
+from agent_server.api.protocol_parts import _ID, _PATH, _TEXT
+from agent_server.api.protocol_parts import Diagnostic as Diagnostic
+from agent_server.api.protocol_parts import EditorContext as EditorContext
+from agent_server.api.protocol_parts import Hunk as Hunk
+from agent_server.api.protocol_parts import Position as Position
+from agent_server.api.protocol_parts import Selection as Selection
+from agent_server.api.protocol_parts import ToolError as ToolError
+from agent_server.api.protocol_parts import TranscriptEntry as TranscriptEntry
+from agent_server.api.protocol_parts import Usage as Usage
+
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = 1024 * 1024  # larger frames get an `error` (frame_too_large)
-_ID = Annotated[str, Field(min_length=1, max_length=128)]
-_TEXT = Annotated[str, Field(max_length=512 * 1024)]
-_PATH = Annotated[str, Field(max_length=4096)]
 
 
 def _require_type(schema: dict[str, Any]) -> None:
@@ -41,63 +49,6 @@ class _Message(BaseModel):
         max_length=128,
         description="Optional; echoed in every reply to this message.",
     )
-
-
-# ---- shared pieces -------------------------------------------------------------------------
-
-
-class Position(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    line: int = Field(ge=0, description="0-based line.")
-    character: int = Field(ge=0, description="0-based column (UTF-16 units, as LSP).")
-
-
-class Selection(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    start: Position
-    end: Position
-    text: _TEXT = Field(default="", description="The selected text.")
-
-
-class Diagnostic(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    path: _PATH | None = Field(default=None, description="File; default: the open file.")
-    line: int = Field(ge=0, description="0-based line.")
-    severity: Literal["error", "warning", "information", "hint"] = "error"
-    message: Annotated[str, Field(max_length=8192)]
-    source: Annotated[str, Field(max_length=256)] | None = None
-
-
-class EditorContext(BaseModel):
-    """What the editor shows while the person writes: grounds the agent's first step."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-    path: _PATH | None = Field(default=None, description="Open file, workspace-relative.")
-    language: Annotated[str, Field(max_length=64)] | None = None
-    selection: Selection | None = None
-    diagnostics: list[Diagnostic] = Field(default_factory=list, max_length=200)
-
-
-class Hunk(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    index: int = Field(ge=0, description="Index used in partially_accepted outcomes.")
-    header: str = Field(description="The @@ line.")
-    diff: str = Field(description="The hunk as unified-diff text (with its header).")
-
-
-class Usage(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    model_calls: int = 0
-
-
-class ToolError(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    code: Annotated[str, Field(max_length=64)] = Field(
-        description="A WorkspaceError kind, e.g. file_not_found, path_outside_workspace."
-    )
-    message: Annotated[str, Field(max_length=16384)]
 
 
 # ---- client -> server ----------------------------------------------------------------------
@@ -225,14 +176,6 @@ class Welcome(_Message):
     model: str
     adapter: str | None = None
     max_frame_bytes: int = MAX_FRAME_BYTES
-
-
-class TranscriptEntry(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-    seq: int
-    kind: str
-    role: str | None = None
-    text: str
 
 
 class SessionInfo(_Message):

@@ -1,0 +1,88 @@
+"""The objects WebSocket messages are built from (editor context, hunks, usage...).
+
+Part of the protocol: agent_server/api/protocol.py holds the messages and re-exports these.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_ID = Annotated[str, Field(min_length=1, max_length=128)]
+_TEXT = Annotated[str, Field(max_length=512 * 1024)]
+_PATH = Annotated[str, Field(max_length=4096)]
+
+
+class Position(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    line: int = Field(ge=0, description="0-based line.")
+    character: int = Field(ge=0, description="0-based column (UTF-16 units, as LSP).")
+
+
+class Selection(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    start: Position
+    end: Position
+    text: _TEXT = Field(default="", description="The selected text.")
+
+
+class Diagnostic(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    path: _PATH | None = Field(default=None, description="File; default: the open file.")
+    line: int = Field(ge=0, description="0-based line.")
+    severity: Literal["error", "warning", "information", "hint"] = "error"
+    message: Annotated[str, Field(max_length=8192)]
+    source: Annotated[str, Field(max_length=256)] | None = None
+
+
+class EditorContext(BaseModel):
+    """What the editor shows while the person writes: grounds the agent's first step."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    path: _PATH | None = Field(default=None, description="Open file, workspace-relative.")
+    language: Annotated[str, Field(max_length=64)] | None = None
+    selection: Selection | None = None
+    diagnostics: list[Diagnostic] = Field(default_factory=list, max_length=200)
+
+
+class Hunk(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    index: int = Field(ge=0, description="Index used in partially_accepted outcomes.")
+    header: str = Field(description="The @@ line.")
+    diff: str = Field(description="The hunk as unified-diff text (with its header).")
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    model_calls: int = 0
+
+
+class ToolError(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    code: Annotated[str, Field(max_length=64)] = Field(
+        description="A WorkspaceError kind, e.g. file_not_found, path_outside_workspace."
+    )
+    message: Annotated[str, Field(max_length=16384)]
+
+
+class TranscriptEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    seq: int
+    kind: str
+    role: str | None = None
+    text: str
+
+
+__all__ = [
+    "Diagnostic",
+    "EditorContext",
+    "Hunk",
+    "Position",
+    "Selection",
+    "ToolError",
+    "TranscriptEntry",
+    "Usage",
+]
