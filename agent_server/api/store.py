@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from agent_server.agent.events import Event
 from agent_server.models.base import Completion, Sampling
 from feedback.db import transaction
-from feedback.models import AgentSession, Outcome, SessionEvent
+from feedback.models import AgentSession, Outcome
 from feedback.queries import sessions as q_sessions
 from feedback.queries import suggestions as q_suggestions
 
@@ -183,13 +183,6 @@ class Store:
             seen = db.scalar(select(Outcome.id).where(Outcome.client_event_id == event_id))
             row = q_suggestions.record_outcome(db, **fields)
             return StoredOutcome(row.id, seen is not None)
-
-        return await self._run(fn)
-
-    async def event_count(self, session_id: str) -> int:
-        def fn(db: Session) -> int:
-            return len(list(db.scalars(select(SessionEvent.id).where(
-                SessionEvent.session_id == session_id))))  # fmt: skip
 
         return await self._run(fn)
 
