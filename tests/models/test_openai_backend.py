@@ -223,7 +223,8 @@ async def test_a_prompt_beyond_the_window_and_a_closed_backend_are_typed_errors(
     vllm_server,
 ) -> None:
     backend = OpenAIBackend(OpenAIConfig(base_url=vllm_server.base_url, model=vllm_server.model))
-    too_long = [{"role": "user", "content": "def f(): pass\n" * 400}]
+    window = await asyncio.to_thread(lambda: backend.context_window)
+    too_long = [{"role": "user", "content": "def f(): pass\n" * window}]  # >= 2 tokens a line
     with pytest.raises(ContextWindowExceeded, match="maximum context length"):
         await backend.complete(too_long, sampling=GREEDY)
     await backend.aclose()
@@ -286,10 +287,10 @@ async def test_tools_are_sent_and_the_reply_parses(backend: OpenAIBackend, vllm_
     )
     strict_tools = [{**tools[0], "function": {**tools[0]["function"], "strict": True}}]
     reply = await forced.complete(
-        MESSAGES, tools=strict_tools, sampling=Sampling(max_tokens=32, temperature=0)
+        MESSAGES, tools=strict_tools, sampling=Sampling(max_tokens=48, temperature=0)
     )
     await forced.aclose()
-    assert re.match(r'<tool_call>\s*\{"name": "read_file", "arguments": \{', reply.text), reply
+    assert re.match(r'<tool_call>\s*\{"name": "read_file"', reply.text), reply
 
 
 def test_tool_calls_in_a_reply_become_ToolCalls() -> None:
