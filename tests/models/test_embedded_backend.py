@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -147,10 +148,12 @@ async def test_event_loop_keeps_ticking_during_a_long_generation(backend: Embedd
     elapsed = time.monotonic() - started
     task.cancel()
     gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
-    assert completion.usage.completion_tokens > 20, completion
-    # Blocking the loop for the generation would give one gap as long as the generation.
+    assert completion.usage.completion_tokens > 100, completion
+    # A loop blocked by the generation ticks once, with one gap as long as the generation.
+    # The bounds leave room for the OS not scheduling us for a while on a busy machine.
     assert elapsed > 0.3 and len(ticks) > elapsed / 0.05, (elapsed, len(ticks))
-    assert max(gaps) < 0.25, max(gaps)
+    assert statistics.median(gaps) < 0.03, statistics.median(gaps)
+    assert max(gaps) < max(0.25, elapsed / 4), (max(gaps), elapsed)
 
 
 async def _tokens_per_second(backend: EmbeddedBackend) -> float:
