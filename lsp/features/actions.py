@@ -4,8 +4,9 @@ codeAction is cheap (no model call): "Fix with Apprentice" (quickfix) when diagn
 touch the range, "Edit with Apprentice" (refactor.rewrite) for a non-empty selection. Their
 `data` says what to do; resolve runs one agent turn on it (work-done progress while it
 runs) and returns the `WorkspaceEdit` plus the command `apprentice.accept`, which the
-client runs after applying the edit. A client without resolve support for `edit` gets the
-same actions as `apprentice.chat` commands instead, applied with workspace/applyEdit.
+client runs after applying the edit. A client without resolve support for `edit` (and every
+client in remote mode) gets the same actions as `apprentice.chat` commands instead,
+applied with workspace/applyEdit.
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ def editor_context(ls: ApprenticeServer, data: ActionData, path: str) -> EditorC
 
 def register(server: ApprenticeServer) -> None:
     kinds = [types.CodeActionKind.QuickFix, types.CodeActionKind.RefactorRewrite]
-    options = types.CodeActionOptions(code_action_kinds=kinds, resolve_provider=True)
+    # Remote mode runs code actions as commands (see lsp/remote.py): nothing to resolve.
+    local = server.config.mode == "local"
+    options = types.CodeActionOptions(code_action_kinds=kinds, resolve_provider=local)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, options)
     def code_action(ls: ApprenticeServer, params: types.CodeActionParams) -> list[Any]:
@@ -115,7 +118,7 @@ def register(server: ApprenticeServer) -> None:
                            {**base, "kind": "fix", "diagnostics": diags}))  # fmt: skip
         if end > start and _wanted(types.CodeActionKind.RefactorRewrite, only):
             offers.append((EDIT, types.CodeActionKind.RefactorRewrite, {**base, "kind": "edit"}))
-        resolvable = _supports_resolve(ls)
+        resolvable = local and _supports_resolve(ls)
         actions: list[Any] = []
         for title, kind, data in offers:
             action = types.CodeAction(title, kind=kind, diagnostics=found or None)
@@ -130,6 +133,8 @@ def register(server: ApprenticeServer) -> None:
 
     @server.feature(types.CODE_ACTION_RESOLVE)
     async def resolve(ls: ApprenticeServer, action: types.CodeAction) -> types.CodeAction:
+        if not local:
+            raise RequestFailed("this server runs code actions as commands (remote mode)")
         try:
             data = ActionData.model_validate(action.data)
         except ValidationError as exc:

@@ -36,8 +36,8 @@ def write_script(path: Path, **script: Any) -> Path:
     return path
 
 
-def build() -> ScriptedModel:
-    script = json.loads(Path(os.environ["APPRENTICE_LSP_TEST_SCRIPT"]).read_text())
+def model(script: dict[str, Any]) -> ScriptedModel:
+    """The scripted model for one script (also used in-process by the remote-mode tests)."""
     completion = str(script.get("completion", ""))
     agent = iter(list(script.get("agent", [])))
 
@@ -52,3 +52,7 @@ def build() -> ScriptedModel:
         delay_s=float(script.get("delay_s", 0.0)),
         model_name="scripted-test-model",
     )
+
+
+def build() -> ScriptedModel:
+    return model(json.loads(Path(os.environ["APPRENTICE_LSP_TEST_SCRIPT"]).read_text()))

@@ -90,3 +90,23 @@ def test_config_rules(tmp_path):
                                      server="ws://127.0.0.1:1/v1/ws")  # fmt: skip
     assert remote.mode == "remote" and remote.token == "t" * 20
     assert "t" * 20 not in repr(remote)
+
+
+@settings(max_examples=400, deadline=None)
+@given(old=TEXTS, new=TEXTS)
+def test_unified_diffs_from_the_agent_server_apply_back(old: str, new: str):
+    from agent_server.agent.edits_diff import unified_diff
+    from lsp.patch import apply_unified
+
+    assert apply_unified(old, unified_diff(old, new, "a.py")) == new
+
+
+def test_a_diff_that_does_not_fit_is_refused():
+    from agent_server.agent.edits_diff import unified_diff
+    from lsp.patch import PatchError, apply_unified
+
+    diff = unified_diff("a\nb\nc\n", "a\nB\nc\n", "a.py")
+    with pytest.raises(PatchError, match="is not"):
+        apply_unified("a\nx\nc\n", diff)
+    with pytest.raises(PatchError):
+        apply_unified("", diff)
