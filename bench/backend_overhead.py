@@ -3,7 +3,9 @@
 Runs N short greedy completions through `OpenAIBackend.complete` and N raw httpx POSTs of the
 identical JSON body (the one the backend sends, parsed with `.json()` on both sides),
 interleaved and alternating which goes first so server drift hits both equally. Prints JSON:
-per-call p50 and mean for each, and their ratios (goal: backend/raw <= 1.05).
+per-call p50 and mean for each, and their ratios (goal: backend/raw <= 1.05); then
+`client_only`: both paths against a canned copy of a real reply (httpx.MockTransport), the
+client-side cost alone in microseconds, which a busy machine's noise cannot hide.
 
     .venv/bin/python bench/backend_overhead.py                      # starts its own server
     .venv/bin/python bench/backend_overhead.py --base-url http://127.0.0.1:8000/v1 -n 100
@@ -119,6 +121,7 @@ async def measure(base_url: str, model: str, n: int, max_tokens: int, warmup: in
         else:
             raw.append(await via_raw())
             ours.append(await via_backend())
+    reply = (await raw_client.post(url, json=body)).content
     await backend.aclose()
     await raw_client.aclose()
     backend_s, raw_s = summary(ours), summary(raw)
@@ -130,6 +133,40 @@ async def measure(base_url: str, model: str, n: int, max_tokens: int, warmup: in
         "ratio_p50": round(backend_s["p50_ms"] / raw_s["p50_ms"], 4),
         "ratio_mean": round(backend_s["mean_ms"] / raw_s["mean_ms"], 4),
         "goal_ratio": 1.05,
+        "client_only": await client_only(base_url, model, sampling, reply),
+    }
+
+
+async def client_only(base_url: str, model: str, sampling: Sampling, reply: bytes) -> dict:
+    """The same two paths against a canned copy of a real reply: the client's own cost,
+    free of the server's (and of a busy machine's) noise."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=reply, headers={"content-type": "application/json"})
+
+    transport = httpx.MockTransport(answer)
+    backend = OpenAIBackend(OpenAIConfig(base_url=base_url, model=model), transport=transport)
+    raw_client = httpx.AsyncClient(transport=transport)
+    body = chat_payload(model, MESSAGES, sampling)
+    url = f"{base_url.rstrip('/')}/chat/completions"
+    ours: list[float] = []
+    raw: list[float] = []
+    for i in range(4000):
+        start = time.perf_counter()
+        if i % 2:
+            await backend.complete(MESSAGES, sampling=sampling)
+            ours.append(time.perf_counter() - start)
+        else:
+            (await raw_client.post(url, json=body)).json()
+            raw.append(time.perf_counter() - start)
+    await backend.aclose()
+    await raw_client.aclose()
+    ours_us, raw_us = statistics.median(ours) * 1e6, statistics.median(raw) * 1e6
+    return {
+        "calls": len(ours),
+        "backend_p50_us": round(ours_us, 1),
+        "raw_httpx_p50_us": round(raw_us, 1),
+        "added_p50_us": round(ours_us - raw_us, 1),
     }
 
 

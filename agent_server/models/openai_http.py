@@ -96,13 +96,19 @@ class OpenAIConfig:
 class OpenAIBackend:
     """ModelBackend over HTTP. One instance per process; share it between tasks."""
 
-    def __init__(self, config: OpenAIConfig) -> None:
+    def __init__(
+        self, config: OpenAIConfig, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        """`transport`: another way to reach the server (a Unix socket, a canned one in bench)."""
         self.config = config
         self._adapter: str | None = None
         headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
         self._headers = headers
         self._client = httpx.AsyncClient(
-            base_url=config.base_url.rstrip("/") + "/", headers=headers, timeout=config.timeout_s
+            base_url=config.base_url.rstrip("/") + "/",
+            headers=headers,
+            timeout=config.timeout_s,
+            transport=transport,
         )
         self._context_window = config.context_window
 
