@@ -130,6 +130,17 @@ class Settings(BaseSettings):
     learner_min_feedback: int = Field(
         default=16, ge=1, description="A scheduled cycle is skipped below this many new outcomes."
     )
+    learner_queue: str = Field(
+        default="learner",
+        min_length=1,
+        description="Celery queue of the learner's tasks (one broker can serve several stacks).",
+    )
+    learner_visibility_timeout_s: int = Field(
+        default=3600,
+        ge=10,
+        description="Seconds before the broker hands an unacknowledged learner task (a worker "
+        "killed mid-step) to another worker. Keep it above the longest step.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="Log level of every Apprentice process."
     )

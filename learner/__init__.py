@@ -1,1 +1,14 @@
-"""The learner: Celery tasks that turn feedback into gated LoRA updates and deploy them."""
+"""The learner: feedback -> a gated LoRA update -> hot-deployed, as a chain of Celery tasks.
+
+    config.py      LearnerConfig: data, train (KTO + LoRA), gate, deploy; every field documented
+    data.py        collect: labelled samples from suggestions + outcomes, dataset snapshots
+    kto.py         the update rule (why KTO, the loss, the simplifications)
+    train.py       LoRA on the base model's linear layers, trained with kto.py
+    evaluate.py    held-out preference accuracy, KL to the reference, loss; the gate
+    publish.py     atomic adapters/policy-vN folders
+    deploy.py      the Deployer seam: VLLMDeployer, EmbeddedDeployer, rollback
+    pipeline.py    the steps as plain functions taking a run id; run_cycle (foreground)
+    celery_app.py  `app` (worker, beat) from Settings; tasks.py: the thin tasks
+
+Run: `apprentice worker` (a worker), `apprentice learn` (one cycle in the foreground).
+"""

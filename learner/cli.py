@@ -1,0 +1,90 @@
+"""What `apprentice worker` and `apprentice learn` run (apprentice/cli.py calls these).
+
+    apprentice worker        # a Celery worker on the learner queue (--pool=solo, 1 task)
+    apprentice learn         # one cycle in the foreground: progress on stderr, metrics JSON
+                             # on stdout; exit 0 succeeded/skipped, 1 failed, 2 no database
+
+`run_worker(settings, beat=True)` also runs the schedule inside the worker process (what
+`apprentice up` wants: one process for the learner on the embedded broker).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from apprentice.settings import Settings
+
+
+def run_worker(settings: Settings, *, beat: bool = False) -> None:
+    """Block in a Celery worker consuming `settings.learner_queue`, one task at a time."""
+    settings.ensure_home()
+    # The module's app: the tasks are registered on it. It reads the same environment.
+    from learner.celery_app import app
+
+    argv = [
+        "worker",
+        "--pool=solo",  # torch-safe: no fork after torch has started, one task at a time
+        "--concurrency=1",
+        f"--queues={settings.learner_queue}",
+        f"--loglevel={settings.log_level}",
+        "--hostname=learner@%h",
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    if beat:
+        argv += ["--beat", f"--schedule={settings.home / 'celerybeat-schedule'}"]
+    app.worker_main(argv)
+
+
+def learn_once(settings: Settings, err: Console) -> int:
+    """One full cycle in this process; prints the run's metrics as JSON on stdout."""
+    from feedback.db import make_engine, make_sessionmaker
+    from feedback.migrate import current_revision
+    from learner.pipeline import STEPS, Context, create_cycle, run_cycle
+
+    settings.ensure_home()
+    if current_revision(settings.database_url) is None:
+        err.print("[red]error:[/red] the feedback database is empty: run `apprentice db upgrade`")
+        return 2
+    engine = make_engine(settings.database_url)
+    ctx = Context(settings, make_sessionmaker(engine))
+    with Progress(
+        TextColumn("{task.description:<10}"),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        console=err,
+    ) as bar:
+        tasks = {name: bar.add_task(name, total=None, start=False, info="") for name in STEPS}
+
+        def progress(step: str, info: dict[str, Any]) -> None:
+            task = tasks[step]
+            status = info.get("status")
+            if status == "running":
+                bar.start_task(task)
+            elif status == "progress":
+                bar.update(task, completed=info["step"], total=info["total"],
+                           info=f"loss {info['loss']:.4f}")  # fmt: skip
+            else:
+                detail = info.get("error") or info.get("reason") or ""
+                bar.update(task, total=1, completed=1, info=f"{status} {detail}"[:80])
+
+        ctx.progress = progress
+        run = run_cycle(ctx, create_cycle(ctx, trigger="cli"))
+    report = {
+        "run_id": run.id,
+        "status": run.status,
+        "error": run.error,
+        "adapter_version": run.adapter_version,
+        "dataset": run.dataset,
+        "steps": {
+            s["name"]: {"status": s["status"], **(s.get("metrics") or {})} for s in run.steps
+        },
+    }
+    print(json.dumps(report, indent=2, default=str))
+    engine.dispose()
+    return 1 if run.status == "failed" else 0

@@ -1,0 +1,229 @@
+"""The learner's configuration: one pydantic model per component, every field documented.
+
+    config = LearnerConfig()                                   # the defaults
+    config = LearnerConfig.model_validate({"train": {"max_steps": 4}})   # a run's overrides
+
+A learning cycle runs with one `LearnerConfig`; the full resolved config is stored on its
+`learner_runs.config`, so a run says exactly how it was made, and a trigger (CLI, admin
+API, schedule, test) overrides any field by passing a partial dict. A bad value raises a
+ValueError that says how to fix it. Nothing to run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# The projection layers of Llama-style models; vLLM loads LoRA on all of them (it packs
+# q/k/v and gate/up itself). Embeddings and lm_head are left alone: no modules_to_save.
+LINEAR_LAYERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+# vLLM is started with --max-lora-rank 16 (agent_server/models/vllm_command.py).
+MAX_RANK = 16
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DataConfig(_Frozen):
+    """Which feedback becomes training data, and how it is labelled and split."""
+
+    staleness_k: int = Field(
+        default=3,
+        ge=0,
+        description="Drop samples produced by an adapter more than K versions older than the "
+        "newest published one (the base model counts as version 0).",
+    )
+    heldout_fraction: float = Field(
+        default=0.2,
+        ge=0.0,
+        lt=1.0,
+        description="Share of samples (by a hash of the suggestion id, so stable across "
+        "redeliveries) kept out of training for the evaluation gate.",
+    )
+    min_samples: int = Field(
+        default=4, ge=1, description="Fewer labelled samples than this: the run is skipped."
+    )
+    settle_s: float = Field(
+        default=2.0,
+        ge=0.0,
+        description="Only read outcomes older than this: PostgreSQL hands out ids at INSERT, "
+        "so a smaller id may become visible after a larger one was read.",
+    )
+    max_samples: int = Field(
+        default=4096, ge=1, description="Newest labelled samples kept when there are more."
+    )
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {
+            "accepted": 1.0,
+            "persisted": 1.0,
+            "partially_accepted": 0.5,
+            "edited_after_accept": 0.5,
+            "rejected": 1.0,
+            "reverted": 1.0,
+        },
+        description="Weight of a sample by the outcome that decides its label. accepted, "
+        "persisted, partially_accepted and edited_after_accept are desirable; rejected and "
+        "reverted undesirable. shown/applied never decide a label.",
+    )
+
+
+class TrainConfig(_Frozen):
+    """LoRA and the KTO-style update (learner/kto.py explains the algorithm)."""
+
+    rank: int = Field(
+        default=8, ge=1, le=MAX_RANK, description="LoRA rank (vLLM serves at most 16)."
+    )
+    alpha: float = Field(
+        default=16.0, gt=0, description="LoRA alpha; the update scales by alpha/rank."
+    )
+    dropout: float = Field(default=0.0, ge=0, lt=1, description="LoRA dropout.")
+    target_modules: tuple[str, ...] = Field(
+        default=LINEAR_LAYERS, description="Linear layers that get a LoRA adapter."
+    )
+    lr: float = Field(default=2e-3, gt=0, description="AdamW learning rate (LoRA weights only).")
+    weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay.")
+    beta: float = Field(
+        default=0.1,
+        gt=0,
+        description="KTO beta: how sharply the loss saturates in the log-ratio to the "
+        "reference. Larger keeps the policy closer to the reference.",
+    )
+    desirable_weight: float | None = Field(
+        default=None,
+        gt=0,
+        description="lambda_D. None: balance classes so desirable and undesirable samples "
+        "carry equal total weight (KTO recommends a ratio in [1, 4/3]).",
+    )
+    undesirable_weight: float | None = Field(
+        default=None, gt=0, description="lambda_U. None: balanced with lambda_D (see above)."
+    )
+    is_cap: float = Field(
+        default=2.0,
+        ge=1.0,
+        description="Cap on the per-sample importance ratio pi_theta/pi_behaviour "
+        "(length-normalised, from the logged behaviour logprobs).",
+    )
+    batch_size: int = Field(default=8, ge=1, description="Samples per optimizer step.")
+    epochs: float = Field(
+        default=3.0, gt=0, description="Passes over the training split (fractions allowed)."
+    )
+    max_steps: int | None = Field(
+        default=None, ge=1, description="Stop after this many optimizer steps (None: epochs)."
+    )
+    max_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description="Wall-clock budget of the train step; training stops early past it. Keep "
+        "it below the broker's visibility timeout (APPRENTICE_LEARNER_VISIBILITY_TIMEOUT_S).",
+    )
+    grad_clip: float = Field(default=1.0, gt=0, description="Max gradient norm.")
+    max_length: int = Field(
+        default=1024, ge=8, description="Prompt + completion tokens; prompts are cut from the left."
+    )
+    max_completion_length: int = Field(
+        default=512, ge=1, description="Completion tokens kept (the rest is cut off)."
+    )
+    seed: int = Field(default=0, description="Adapter init and data order follow it.")
+    threads: int | None = Field(
+        default=None, ge=1, description="torch.set_num_threads while training (None: leave)."
+    )
+    from_parent: bool = Field(
+        default=True,
+        description="Continue from the serving adapter (online learning); False: a fresh LoRA.",
+    )
+
+    @field_validator("target_modules")
+    @classmethod
+    def _known_layers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = set(value) - set(LINEAR_LAYERS)
+        if not value or unknown:
+            raise ValueError(
+                f"target_modules {sorted(unknown) or '[]'} not supported: choose from "
+                f"{list(LINEAR_LAYERS)} (vLLM serves LoRA on these only)"
+            )
+        return value
+
+
+class GateConfig(_Frozen):
+    """When a trained adapter is refused (compared with the serving one on held-out data)."""
+
+    accuracy_margin: float = Field(
+        default=0.05,
+        ge=0,
+        description="Refuse when held-out preference accuracy is lower than the serving "
+        "adapter's by more than this.",
+    )
+    loss_margin: float = Field(
+        default=0.05,
+        ge=0,
+        description="Refuse when the held-out KTO loss is higher than the serving adapter's "
+        "by more than this.",
+    )
+    max_kl: float = Field(
+        default=2.0,
+        gt=0,
+        description="Refuse when the mean per-token KL to the reference exceeds this (nats).",
+    )
+
+
+class DeployConfig(_Frozen):
+    """Putting a published adapter into service."""
+
+    canary_prompt: str = Field(
+        default="def add(a, b):",
+        min_length=1,
+        description="User message of the canary completion every new adapter must answer.",
+    )
+    canary_max_tokens: int = Field(default=8, ge=1, description="Tokens of the canary.")
+    timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="Bound on one call to the serving backend, retries included.",
+    )
+
+
+class LearnerConfig(_Frozen):
+    """Everything one learning cycle needs beyond Settings."""
+
+    data: DataConfig = Field(default_factory=DataConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    gate: GateConfig = Field(default_factory=GateConfig)
+    deploy: DeployConfig = Field(default_factory=DeployConfig)
+    retries: int = Field(
+        default=3,
+        ge=0,
+        description="Retries of a step on transient errors (database, broker, "
+        "model server unreachable) before the run fails.",
+    )
+    retry_backoff_s: float = Field(
+        default=5.0, ge=0, description="First wait before a retry; doubles each time."
+    )
+
+    @model_validator(mode="after")
+    def _weights_known(self) -> LearnerConfig:
+        unknown = set(self.data.weights) - {
+            "accepted", "persisted", "partially_accepted", "edited_after_accept", "rejected",
+            "reverted",
+        }  # fmt: skip
+        if unknown:
+            raise ValueError(
+                f"data.weights has unknown outcome kinds {sorted(unknown)}: use accepted, "
+                "persisted, partially_accepted, edited_after_accept, rejected, reverted"
+            )
+        return self
+
+    def with_overrides(self, overrides: dict[str, Any] | None) -> LearnerConfig:
+        """A copy with `overrides` (a partial, nested dict) merged in and validated."""
+        return LearnerConfig.model_validate(_merge(self.model_dump(), overrides or {}))
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out

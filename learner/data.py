@@ -1,0 +1,182 @@
+"""Collect: feedback since the last successful run -> a labelled dataset snapshot.
+
+    samples, summary = collect_samples(db, config.data, tokenizer=tok, after_outcome_id=c)
+    write_snapshot(path, samples)            # JSON, written atomically
+    samples = read_snapshot(path)
+
+A suggestion becomes a sample when it got a *decisive* outcome after the cursor: its label
+comes from its latest decisive outcome (accepted, persisted, partially_accepted,
+edited_after_accept = desirable; rejected, reverted = undesirable), so an accept that was
+later reverted counts as a rejection. `shown` and `applied` never decide a label. Samples
+made by an adapter more than K versions older than the newest published one are dropped
+(their behaviour policy is too far from the one being trained for the capped importance
+ratio to correct). Token ids come from the suggestion row; a row without prompt ids is
+re-tokenized with the model's chat template, exactly as the backends render prompts.
+
+Another data source (synthetic tasks from git history) plugs in by producing `Sample`s.
+Tested in tests/learner/test_data.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from feedback.models import Adapter, LearnerRun, Outcome
+from feedback.queries import feedback_since
+from learner.config import DataConfig
+
+DESIRABLE = frozenset({"accepted", "persisted", "partially_accepted", "edited_after_accept"})
+UNDESIRABLE = frozenset({"rejected", "reverted"})
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One labelled completion: what the trainer and the evaluator read."""
+
+    suggestion_id: str
+    desirable: bool
+    weight: float
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    behaviour_logprobs: list[float]  # logged when it was sampled; one per completion id
+    adapter_version: int  # the adapter that produced it; 0 = the base model
+    outcome: str  # the outcome kind that decided the label
+    heldout: bool
+
+
+def is_heldout(suggestion_id: str, fraction: float) -> bool:
+    """A stable split: the same suggestion lands on the same side in every run."""
+    digest = hashlib.sha256(suggestion_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
+def training_cursor(db: Session) -> int:
+    """Highest outcome id a successful run has trained on (0: none yet)."""
+    runs = db.scalars(select(LearnerRun).where(LearnerRun.status == "succeeded"))
+    return max((int((run.dataset or {}).get("max_outcome_id") or 0) for run in runs), default=0)
+
+
+def settled_outcome_id(db: Session, settle_s: float) -> int:
+    """Highest outcome id stored at least `settle_s` ago (0: none)."""
+    limit = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=settle_s)
+    return int(db.scalar(select(func.max(Outcome.id)).where(Outcome.server_time <= limit)) or 0)
+
+
+def new_outcome_count(db: Session, *, after_outcome_id: int) -> int:
+    """Decisive outcomes stored after the cursor (what the schedule's threshold counts)."""
+    kinds = sorted(DESIRABLE | UNDESIRABLE)
+    query = select(func.count(Outcome.id)).where(
+        Outcome.id > after_outcome_id, Outcome.kind.in_(kinds)
+    )
+    return int(db.scalar(query) or 0)
+
+
+def newest_published_version(db: Session) -> int:
+    query = select(func.max(Adapter.version)).where(Adapter.status == "published")
+    return int(db.scalar(query) or 0)
+
+
+def collect_samples(
+    db: Session,
+    config: DataConfig,
+    *,
+    tokenizer: Any,
+    after_outcome_id: int,
+) -> tuple[list[Sample], dict[str, Any]]:
+    """Labelled samples from outcomes in (after_outcome_id, settled], and a summary dict."""
+    upper = settled_outcome_id(db, config.settle_s)
+    newest = newest_published_version(db)
+    counts = {"stale": 0, "undecided": 0, "empty": 0}
+    samples: list[Sample] = []
+    for item in feedback_since(db, after_outcome_id=after_outcome_id):
+        settled = [o for o in item.outcomes if o.id <= upper]
+        decisive = [o for o in settled if o.kind in DESIRABLE | UNDESIRABLE]
+        if not any(o.id > after_outcome_id for o in decisive):
+            counts["undecided"] += 1  # only shown/applied, or not settled yet
+            continue
+        s = item.suggestion
+        version = s.adapter_version or 0
+        if newest - version > config.staleness_k:
+            counts["stale"] += 1
+            continue
+        if not s.completion_token_ids:
+            counts["empty"] += 1
+            continue
+        deciding = decisive[-1]
+        prompt_ids = s.prompt_token_ids or render_prompt(tokenizer, s.prompt_messages)
+        samples.append(
+            Sample(
+                suggestion_id=s.id,
+                desirable=deciding.kind in DESIRABLE,
+                weight=float(config.weights.get(deciding.kind, 1.0)),
+                prompt_ids=list(prompt_ids),
+                completion_ids=list(s.completion_token_ids),
+                behaviour_logprobs=[float(x) for x in s.completion_logprobs],
+                adapter_version=version,
+                outcome=deciding.kind,
+                heldout=is_heldout(s.id, config.heldout_fraction),
+            )
+        )
+    samples = samples[-config.max_samples :]  # feedback_since is oldest first
+    summary = {
+        "after_outcome_id": after_outcome_id,
+        "max_outcome_id": upper,
+        "samples": len(samples),
+        "desirable": sum(s.desirable for s in samples),
+        "undesirable": sum(not s.desirable for s in samples),
+        "heldout": sum(s.heldout for s in samples),
+        "newest_version": newest,
+        "dropped": counts,
+    }
+    return samples, summary
+
+
+def ensure_split(samples: list[Sample]) -> list[Sample]:
+    """The hash split, adjusted so each class with 2+ samples has one in each split.
+
+    Deterministic for the same samples (a redelivered collect makes the same split): the
+    sample moved is the one whose suggestion id sorts first.
+    """
+    out = list(samples)
+    for label in (True, False):
+        members = sorted(
+            (i for i, s in enumerate(out) if s.desirable is label),
+            key=lambda i: out[i].suggestion_id,
+        )
+        if len(members) < 2:
+            continue
+        for want in (True, False):
+            if not any(out[i].heldout is want for i in members):
+                i = members[0] if want else members[-1]
+                out[i] = replace(out[i], heldout=want)
+    return out
+
+
+def render_prompt(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:
+    """Prompt ids as the backends make them: chat template to text, then encode it."""
+    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def write_snapshot(path: Path, samples: list[Sample]) -> None:
+    """Write the dataset as JSON via a temporary file and a rename (never half written)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w") as f:
+        json.dump([asdict(s) for s in samples], f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_snapshot(path: Path) -> list[Sample]:
+    return [Sample(**row) for row in json.loads(path.read_text())]

@@ -1,0 +1,158 @@
+"""Deploy: the `Deployer` seam and the two ways an adapter is put into service.
+
+    deployer = make_deployer(settings, config.deploy)
+    deployment = asyncio.run(deploy_version(db, deployer, version=3, path=folder, reason=...))
+    asyncio.run(rollback(db, deployer, version=1, reason="v3 misbehaves"))   # any version
+
+- `VLLMDeployer`: loads `policy-vN` through vLLM's runtime LoRA API (a new name for every
+  version, never in place), answers a canary completion with it, and after the deployments
+  row has flipped unloads every version older than the previous one.
+- `EmbeddedDeployer`: the embedded backend lives in the agent server's process and loads
+  what the deployments table names (agent_server/models/deployments.py). This deployer
+  proves the adapter serves by loading it into a scratch embedded backend in the worker
+  for the canary, then lets the table flip.
+Either way: if loading or the canary fails, the row does not flip, and the serving adapter
+stays what it was. Tested in tests/learner/test_e2e_vllm.py and tests/learner/test_pipeline.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Protocol
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from agent_server.models.deployments import (
+    deployment_backend,
+    load_and_check,
+    prune,
+    rollback_to,
+)
+from apprentice.settings import Settings
+from feedback.db import transaction
+from feedback.models import Deployment
+from feedback.queries import active_deployment, adapter_name, get_adapter, record_deployment
+from learner.config import DeployConfig
+
+
+class Deployer(Protocol):
+    """Puts an adapter version into service on one serving backend, and takes old ones out."""
+
+    @property
+    def backend(self) -> str:
+        """The `deployments.backend` name this deployer records ("vllm", "embedded")."""
+        ...
+
+    async def put_into_service(self, name: str, path: Path) -> dict[str, Any]:
+        """Load the adapter and answer a canary with it; raise if it cannot serve."""
+        ...
+
+    async def retire(self, keep: set[str]) -> list[str]:
+        """Unload every policy adapter not in `keep`; returns the names unloaded."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class VLLMDeployer:
+    backend = "vllm"
+
+    def __init__(self, settings: Settings, config: DeployConfig) -> None:
+        from agent_server.models.factory import openai_config
+        from agent_server.models.openai_http import OpenAIBackend
+
+        http = dataclasses.replace(openai_config(settings), timeout_s=config.timeout_s)
+        self.client = OpenAIBackend(http)
+        self.config = config
+
+    async def put_into_service(self, name: str, path: Path) -> dict[str, Any]:
+        canary = await load_and_check(
+            self.client, name, path,
+            prompt=self.config.canary_prompt, max_tokens=self.config.canary_max_tokens,
+        )  # fmt: skip
+        return {"canary": canary.text, "canary_tokens": len(canary.token_ids)}
+
+    async def retire(self, keep: set[str]) -> list[str]:
+        return await prune(self.client, keep)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class EmbeddedDeployer:
+    backend = "embedded"
+
+    def __init__(self, settings: Settings, config: DeployConfig) -> None:
+        self.settings, self.config = settings, config
+
+    async def put_into_service(self, name: str, path: Path) -> dict[str, Any]:
+        from agent_server.models.embedded import EmbeddedBackend
+
+        scratch = EmbeddedBackend.from_settings(self.settings)
+        try:
+            canary = await load_and_check(
+                scratch, name, path,
+                prompt=self.config.canary_prompt, max_tokens=self.config.canary_max_tokens,
+            )  # fmt: skip
+        finally:
+            await scratch.aclose()
+        return {"canary": canary.text, "canary_tokens": len(canary.token_ids)}
+
+    async def retire(self, keep: set[str]) -> list[str]:
+        return []  # the serving process unloads old versions as it follows the table
+
+    async def aclose(self) -> None:
+        return None
+
+
+def make_deployer(settings: Settings, config: DeployConfig) -> Deployer:
+    """The deployer for the process's serving backend (settings.model_backend)."""
+    if deployment_backend(settings.model_backend) == "vllm":
+        return VLLMDeployer(settings, config)
+    return EmbeddedDeployer(settings, config)
+
+
+async def deploy_version(
+    db: sessionmaker[Session],
+    deployer: Deployer,
+    *,
+    version: int,
+    path: Path,
+    reason: str,
+) -> tuple[Deployment, dict[str, Any]]:
+    """Load + canary, then flip the row, then unload versions older than the previous one."""
+    name = adapter_name(version)
+    details = await deployer.put_into_service(name, path)
+    with transaction(db) as s:
+        previous = active_deployment(s, backend=deployer.backend)
+        keep = {name}
+        if previous is not None and previous.adapter_version is not None:
+            keep.add(adapter_name(previous.adapter_version))
+        row = record_deployment(s, adapter_version=version, backend=deployer.backend, reason=reason)
+    details["unloaded"] = await deployer.retire(keep)
+    return row, details
+
+
+async def rollback(
+    db: sessionmaker[Session], deployer: Deployer, *, version: int | None, reason: str
+) -> Deployment:
+    """Serve published `version` (None: the base model) again, in one call."""
+    if version is not None:
+        with transaction(db) as s:
+            row = get_adapter(s, version=version)
+            if row is None or row.status != "published":
+                raise LookupError(f"no published adapter version {version}")
+            path = Path(row.path)
+        await deployer.put_into_service(adapter_name(version), path)
+    with transaction(db) as s:
+        return rollback_to(s, backend=deployer.backend, version=version, reason=reason)
+
+
+def record_failed_deployment(
+    db: sessionmaker[Session], *, backend: str, version: int | None, reason: str
+) -> None:
+    """A `failed` row: the attempt is on record, the active deployment is left alone."""
+    with transaction(db) as s:
+        record_deployment(s, adapter_version=version, backend=backend, status="failed",
+                          reason=reason[:2000])  # fmt: skip

@@ -1,0 +1,174 @@
+"""Evaluate and gate: score adapters on held-out feedback and refuse a worse candidate.
+
+    scores = score_adapters(model_dir, heldout, {"candidate": cand_dir, "serving": None},
+                            train_config)
+    decision = gate(scores["candidate"], scores["serving"], config.gate,
+                    finite=adapter_is_finite(cand_dir))
+
+Metrics per adapter (None = the base model), on the held-out samples:
+- `preference_accuracy`: P(r(desirable) > r(undesirable)) over all held-out pairs, ties
+  counting half (0.5 for the base model, whose implicit reward is 0 everywhere);
+- `kl`: mean exact per-token KL(pi || pi_ref) over the completion positions (the full
+  next-token distributions, not a sampled estimate);
+- `loss`: the KTO loss (learner/kto.py) with its own z0, lambdas balanced on the held-out set;
+- `reward_margin`: mean r of desirable minus mean r of undesirable samples.
+The gate refuses non-finite weights or metrics, accuracy below the serving adapter's by more
+than `accuracy_margin`, loss above it by more than `loss_margin`, and KL above `max_kl`.
+Tested in tests/learner/test_train.py and tests/learner/test_gate.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from peft import PeftModel
+from safetensors.torch import load_file
+
+from learner.config import GateConfig, TrainConfig
+from learner.data import Sample
+from learner.kto import (
+    class_weights,
+    completion_logits,
+    kto_loss,
+    make_batch,
+    preference_accuracy,
+)
+from learner.train import load_base
+
+
+@dataclass(frozen=True)
+class Scores:
+    samples: int
+    preference_accuracy: float | None
+    kl: float
+    loss: float
+    reward_margin: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    accepted: bool
+    reasons: list[str]
+
+
+def adapter_is_finite(adapter_dir: Path) -> bool:
+    """Every tensor of the adapter's weights is finite (no NaN, no inf)."""
+    for path in sorted(Path(adapter_dir).glob("*.safetensors")):
+        for tensor in load_file(str(path)).values():
+            if not bool(torch.isfinite(tensor).all()):
+                return False
+    return True
+
+
+@torch.no_grad()
+def score_adapters(
+    model_dir: str | Path,
+    samples: Sequence[Sample],
+    adapters: Mapping[str, Path | None],
+    config: TrainConfig,
+) -> dict[str, Scores]:
+    """Scores of each named adapter folder (None: the base model) on `samples`."""
+    base = load_base(model_dir)
+    peft: PeftModel | None = None
+    for name, folder in adapters.items():
+        if folder is None:
+            continue
+        if peft is None:
+            peft = PeftModel.from_pretrained(base, str(folder), adapter_name=name)
+        else:
+            peft.load_adapter(str(folder), adapter_name=name)
+    model = peft if peft is not None else base
+    model.eval()
+    lambdas = class_weights(samples, config.desirable_weight, config.undesirable_weight)
+    results: dict[str, Scores] = {}
+    for name, folder in adapters.items():
+        rewards, desirable, kls, weights, losses = [], [], [], [], []
+        for i in range(0, len(samples), config.batch_size):
+            chunk = samples[i : i + config.batch_size]
+            batch = make_batch(
+                chunk,
+                max_length=config.max_length,
+                max_completion_length=config.max_completion_length,
+                lambdas=lambdas,
+            )
+            ref_logits = _logits(model, batch, adapter=None, peft=peft)
+            pol_logits = _logits(model, batch, adapter=name if folder else None, peft=peft)
+            ref_lp, pol_lp = ref_logits.log_softmax(-1), pol_logits.log_softmax(-1)
+            targets = batch.input_ids[:, -batch.completion_mask.shape[1] :].unsqueeze(-1)
+            pick_ref = ref_lp.gather(-1, targets).squeeze(-1)
+            pick_pol = pol_lp.gather(-1, targets).squeeze(-1)
+            parts = kto_loss(pick_pol, pick_ref, batch, beta=config.beta, is_cap=config.is_cap)
+            kl = (pol_lp.exp() * (pol_lp - ref_lp)).sum(-1)  # [B, T]
+            kls += kl[batch.completion_mask.bool()].tolist()
+            rewards += parts.rewards.tolist()
+            desirable += batch.desirable.tolist()
+            losses.append(float(parts.loss) * float(batch.weight.sum()))
+            weights.append(float(batch.weight.sum()))
+        results[name] = _scores(rewards, desirable, kls, losses, weights)
+    return results
+
+
+def _logits(
+    model: torch.nn.Module, batch: Any, *, adapter: str | None, peft: PeftModel | None
+) -> torch.Tensor:
+    if peft is None:
+        return completion_logits(model, batch)
+    if adapter is None:
+        with peft.disable_adapter():
+            return completion_logits(model, batch)
+    peft.set_adapter(adapter)
+    return completion_logits(model, batch)
+
+
+def _scores(
+    rewards: list[float],
+    desirable: list[bool],
+    kls: list[float],
+    losses: list[float],
+    weights: list[float],
+) -> Scores:
+    good = [r for r, d in zip(rewards, desirable, strict=True) if d]
+    bad = [r for r, d in zip(rewards, desirable, strict=True) if not d]
+    margin = (sum(good) / len(good) - sum(bad) / len(bad)) if good and bad else None
+    return Scores(
+        samples=len(rewards),
+        preference_accuracy=preference_accuracy(rewards, desirable),
+        kl=sum(kls) / len(kls) if kls else 0.0,
+        loss=sum(losses) / sum(weights) if sum(weights) > 0 else float("nan"),
+        reward_margin=margin,
+    )
+
+
+def gate(candidate: Scores, serving: Scores, config: GateConfig, *, finite: bool) -> GateDecision:
+    """Accept the candidate unless one of the module docstring's rules refuses it."""
+    reasons = []
+    if not finite:
+        reasons.append("the adapter has non-finite weights (NaN or inf)")
+    values = [candidate.kl, candidate.loss, candidate.preference_accuracy or 0.0]
+    if not all(math.isfinite(v) for v in values):
+        reasons.append(f"non-finite held-out metrics: {candidate.as_dict()}")
+    if (
+        candidate.preference_accuracy is not None
+        and serving.preference_accuracy is not None
+        and candidate.preference_accuracy < serving.preference_accuracy - config.accuracy_margin
+    ):
+        reasons.append(
+            f"preference accuracy {candidate.preference_accuracy:.3f} is below the serving "
+            f"adapter's {serving.preference_accuracy:.3f} by more than {config.accuracy_margin}"
+        )
+    if candidate.loss > serving.loss + config.loss_margin:
+        reasons.append(
+            f"held-out loss {candidate.loss:.4f} is above the serving adapter's "
+            f"{serving.loss:.4f} by more than {config.loss_margin}"
+        )
+    if candidate.kl > config.max_kl:
+        reasons.append(f"KL to the reference {candidate.kl:.4f} exceeds max_kl {config.max_kl}")
+    return GateDecision(accepted=not reasons, reasons=reasons)

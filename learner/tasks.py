@@ -1,0 +1,138 @@
+"""Thin Celery tasks over learner/pipeline.py: each takes a run id and calls a plain function.
+
+    learner.cycle(run_id)          -> starts the chain collect | train | evaluate | publish | deploy
+    learner.collect(run_id) ...    -> one step each (immutable signatures: they take the id only)
+    learner.scheduled_cycle()      -> beat: a new cycle when enough new feedback has arrived
+
+A step that already succeeded returns at once (a redelivered message); a transient error
+(database, model server or broker unreachable) is retried `config.retries` times with
+exponential backoff; after that, or on any other error, the run is marked failed with the
+reason, and the chain stops (`Ignore`: nothing after a failed step runs). Tests:
+tests/learner/test_worker.py (real worker, real Redis) and test_e2e_vllm.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+from typing import Any
+
+from celery import Task, chain
+from celery.exceptions import Ignore
+from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
+
+from agent_server.models.base import BackendUnavailable
+from apprentice.broker import TASK_CYCLE, TASK_SCHEDULED
+from feedback.db import make_engine, make_sessionmaker, transaction
+from feedback.models import LearnerRun
+from learner import pipeline
+from learner.celery_app import app, settings
+
+log = logging.getLogger(__name__)
+# Worth another try: the thing we talk to may be back soon.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    BackendUnavailable, OperationalError, ConnectionError, TimeoutError,
+)  # fmt: skip
+
+
+@functools.cache
+def context() -> pipeline.Context:
+    """One Context per worker process, built on first use."""
+    settings.ensure_home()
+    ctx = pipeline.Context(settings, make_sessionmaker(make_engine(settings.database_url)))
+    ctx.progress = _log_progress
+    return ctx
+
+
+def _log_progress(step: str, info: dict[str, Any]) -> None:
+    if info.get("status") == "progress":
+        if info["step"] == info["total"] or info["step"] % 10 == 0:
+            log.info("train step %s/%s loss %.4f", info["step"], info["total"], info["loss"])
+    else:
+        log.info("%s: %s", step, info)
+
+
+def _retries(ctx: pipeline.Context, run_id: int) -> tuple[int, float]:
+    with transaction(ctx.db) as db:
+        run = db.get(LearnerRun, run_id)
+        config = pipeline.run_config(run) if run is not None else ctx.defaults
+    return config.retries, config.retry_backoff_s
+
+
+def run_step(task: Task, name: str, run_id: int) -> None:
+    ctx = context()
+    try:
+        pipeline.STEP_FUNCTIONS[name](ctx, run_id)
+    except pipeline.RunSkipped as exc:
+        pipeline.skip_run(ctx, run_id, name, str(exc))
+        raise Ignore() from None
+    except pipeline.StepFailed as exc:
+        pipeline.fail_run(ctx, run_id, name, str(exc), exc.metrics)
+        raise Ignore() from None
+    except TRANSIENT as exc:
+        retries, backoff = _retries(ctx, run_id)
+        attempt = task.request.retries
+        if attempt < retries:
+            log.warning("%s of run %s: %s; retry %s/%s", name, run_id, exc, attempt + 1, retries)
+            countdown = backoff * 2**attempt
+            raise task.retry(exc=exc, countdown=countdown, max_retries=retries) from exc
+        pipeline.fail_run(ctx, run_id, name, f"{type(exc).__name__}: {exc} (after {retries} "
+                          "retries)")  # fmt: skip
+        raise Ignore() from None
+    except Exception as exc:
+        pipeline.fail_run(ctx, run_id, name, f"{type(exc).__name__}: {exc}")
+        raise
+
+
+def _step_task(name: str) -> Task:
+    def step(self: Task, run_id: int) -> None:
+        run_step(self, name, run_id)
+
+    step.__name__ = name
+    step.__doc__ = f"The {name} step of learner run `run_id` (learner.pipeline.{name})."
+    return app.task(bind=True, name=f"learner.{name}", acks_late=True,
+                    reject_on_worker_lost=True)(step)  # fmt: skip
+
+
+collect = _step_task("collect")
+train = _step_task("train")
+evaluate = _step_task("evaluate")
+publish = _step_task("publish")
+deploy = _step_task("deploy")
+
+
+def start_chain(run_id: int) -> None:
+    steps = (collect, train, evaluate, publish, deploy)
+    chain(*(step.si(run_id) for step in steps)).apply_async(queue=settings.learner_queue)
+
+
+@app.task(name=TASK_CYCLE, acks_late=True)
+def cycle(run_id: int) -> None:
+    """Start the chain of steps of queued run `run_id`."""
+    start_chain(run_id)
+
+
+@app.task(name=TASK_SCHEDULED, acks_late=True)
+def scheduled_cycle() -> int | None:
+    """A new cycle when enough new feedback has arrived and no cycle is in progress."""
+    from learner.data import new_outcome_count, training_cursor
+
+    ctx = context()
+    recent = dt.datetime.now(dt.UTC) - dt.timedelta(
+        seconds=5 * settings.learner_visibility_timeout_s
+    )
+    with transaction(ctx.db) as db:
+        busy = db.scalars(
+            select(LearnerRun.id).where(
+                LearnerRun.status.in_(("queued", "running")), LearnerRun.created_at > recent
+            )
+        ).first()
+        fresh = new_outcome_count(db, after_outcome_id=training_cursor(db))
+    if busy is not None or fresh < settings.learner_min_feedback:
+        log.info("no cycle: run %s in progress, %s new outcomes", busy, fresh)
+        return None
+    run_id = pipeline.create_cycle(ctx, trigger="schedule")
+    start_chain(run_id)
+    return run_id

@@ -1,0 +1,195 @@
+"""Train: a LoRA adapter on the base model with the KTO-style update (learner/kto.py).
+
+    model = load_base(model_dir)
+    policy, parent_used = make_policy(model, config, parent_dir=serving_adapter_or_None)
+    result = train_policy(policy, samples, config, progress=print)
+    save_adapter(policy, out_dir)           # peft format vLLM loads: no modules_to_save, no DoRA
+
+Only the LoRA weights are trainable (peft freezes the base), and the optimizer sees only
+them: every base weight stays bit-identical (tests/learner/test_train.py checks). The
+reference policy is the same model under `disable_adapter()`; its logprobs are computed once
+before the first step. Runs on the CPU in float32.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from transformers import AutoModelForCausalLM
+
+from learner.config import TrainConfig
+from learner.data import Sample
+from learner.kto import (
+    Batch,
+    class_weights,
+    completion_logits,
+    kto_loss,
+    make_batch,
+    token_logprobs,
+)
+
+Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    samples: int
+    tokens: int  # prompt + completion tokens through the policy, all steps
+    seconds: float
+    tokens_per_s: float
+    losses: list[float] = field(default_factory=list)
+    final_loss: float = float("nan")
+    stopped_early: bool = False  # the max_seconds budget ran out
+    parent_used: bool = False
+
+    def metrics(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["losses"] = [round(x, 5) for x in self.losses]
+        return out
+
+
+def load_base(model_dir: str | Path) -> torch.nn.Module:
+    """The base model in float32 on the CPU, in eval mode (no dropout in the base)."""
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
+    return model.eval()
+
+
+def lora_config(config: TrainConfig) -> LoraConfig:
+    return LoraConfig(
+        r=config.rank,
+        lora_alpha=config.alpha,
+        lora_dropout=config.dropout,
+        target_modules=list(config.target_modules),
+        bias="none",
+        task_type="CAUSAL_LM",
+        use_dora=False,  # vLLM does not serve DoRA
+    )
+
+
+def make_policy(
+    base: torch.nn.Module, config: TrainConfig, *, parent_dir: Path | None = None
+) -> tuple[PeftModel, bool]:
+    """The trainable policy: the parent adapter continued, or a fresh LoRA (B = 0: the policy
+    starts equal to the reference). Returns (model, whether the parent was used)."""
+    torch.manual_seed(config.seed)
+    if parent_dir is not None and config.from_parent and _same_shape(parent_dir, config):
+        return PeftModel.from_pretrained(base, str(parent_dir), is_trainable=True), True
+    return get_peft_model(base, lora_config(config)), False
+
+
+def _same_shape(parent_dir: Path, config: TrainConfig) -> bool:
+    saved = json.loads((parent_dir / "adapter_config.json").read_text())
+    return int(saved.get("r", -1)) == config.rank and set(saved.get("target_modules") or []) == set(
+        config.target_modules
+    )
+
+
+@torch.no_grad()
+def reference_logprobs(
+    policy: PeftModel, samples: Sequence[Sample], config: TrainConfig
+) -> list[list[float]]:
+    """log pi_ref of each completion token (adapter disabled), per sample, right-aligned."""
+    out: list[list[float]] = []
+    policy.eval()
+    with policy.disable_adapter():
+        for i in range(0, len(samples), config.batch_size):
+            chunk = samples[i : i + config.batch_size]
+            batch = _batch(chunk, config)
+            lp = token_logprobs(completion_logits(policy, batch), batch)
+            out += _unpad(lp, batch)
+    return out
+
+
+def train_policy(
+    policy: PeftModel,
+    samples: Sequence[Sample],
+    config: TrainConfig,
+    *,
+    progress: Progress | None = None,
+) -> TrainResult:
+    """Optimize the LoRA weights of `policy` on `samples` (the training split)."""
+    started = time.monotonic()
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    samples = list(samples)
+    lambdas = class_weights(samples, config.desirable_weight, config.undesirable_weight)
+    reference = reference_logprobs(policy, samples, config)
+    params = [p for p in policy.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    per_epoch = math.ceil(len(samples) / config.batch_size)
+    total = config.max_steps or max(1, math.ceil(per_epoch * config.epochs))
+    order: list[int] = []
+    rng = random.Random(config.seed)
+    result = TrainResult(0, len(samples), 0, 0.0, 0.0)
+    policy.train()
+    for step in range(total):
+        if time.monotonic() - started > config.max_seconds:
+            result.stopped_early = True
+            break
+        if len(order) < config.batch_size:
+            fresh = list(range(len(samples)))
+            rng.shuffle(fresh)
+            order += fresh
+        picked, order = order[: config.batch_size], order[config.batch_size :]
+        chunk = [samples[i] for i in picked]
+        batch = _batch(chunk, config, lambdas)
+        ref = _align([reference[i] for i in picked], batch)
+        policy_lp = token_logprobs(completion_logits(policy, batch), batch)
+        parts = kto_loss(policy_lp, ref, batch, beta=config.beta, is_cap=config.is_cap)
+        optimizer.zero_grad(set_to_none=True)
+        parts.loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+        optimizer.step()
+        loss = float(parts.loss.detach())
+        result.losses.append(loss)
+        result.steps, result.tokens = step + 1, result.tokens + batch.tokens
+        if progress is not None:
+            progress(step + 1, total, loss)
+    policy.eval()
+    result.seconds = time.monotonic() - started
+    result.tokens_per_s = result.tokens / result.seconds if result.seconds > 0 else 0.0
+    result.final_loss = result.losses[-1] if result.losses else float("nan")
+    return result
+
+
+def save_adapter(policy: PeftModel, out_dir: Path) -> None:
+    """Write the adapter in peft format (adapter_config.json + adapter_model.safetensors)."""
+    policy.save_pretrained(str(out_dir), safe_serialization=True)
+
+
+def _batch(
+    chunk: Sequence[Sample], config: TrainConfig, lambdas: tuple[float, float] = (1.0, 1.0)
+) -> Batch:
+    return make_batch(
+        chunk,
+        max_length=config.max_length,
+        max_completion_length=config.max_completion_length,
+        lambdas=lambdas,
+    )
+
+
+def _unpad(values: torch.Tensor, batch: Batch) -> list[list[float]]:
+    rows = []
+    for row, mask in zip(values, batch.completion_mask, strict=True):
+        rows.append(row[mask.bool()].tolist())
+    return rows
+
+
+def _align(rows: Sequence[Sequence[float]], batch: Batch) -> torch.Tensor:
+    """Per-sample lists back into the batch's right-aligned [B, T] layout."""
+    out = torch.zeros_like(batch.completion_mask)
+    span = out.shape[1]
+    for i, row in enumerate(rows):
+        if row:
+            out[i, span - len(row) :] = torch.tensor(row, dtype=out.dtype)
+    return out

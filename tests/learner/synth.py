@@ -1,0 +1,134 @@
+"""Synthetic feedback for the learner's tests: a property that is always accepted vs always
+rejected, as `Sample`s or as real suggestion + outcome rows in the feedback database.
+
+The property: a desirable completion is `return <expr>`, an undesirable one `print(<expr>)`,
+over the same expressions and varied code prompts. Behaviour logprobs are the base model's
+own (the policy that "served" them), so importance ratios start at 1 as in production.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from sqlalchemy.orm import Session, sessionmaker
+
+from feedback.db import transaction
+from feedback.queries import record_outcome, record_suggestion
+from learner.config import TrainConfig
+from learner.data import Sample, render_prompt
+from learner.kto import completion_logits, make_batch, token_logprobs
+
+SNIPPETS = [
+    "def area(width, height):\n    ",
+    "def total(items):\n    result = sum(items)\n    ",
+    "def scale(value, factor):\n    ",
+    "def greet(name):\n    message = 'hi ' + name\n    ",
+    "def first(seq):\n    ",
+    "def mean(xs):\n    n = len(xs)\n    ",
+    "def clamp(x, lo, hi):\n    ",
+    "def double(n):\n    ",
+    "def key_of(record):\n    ",
+    "def join_all(parts):\n    ",
+    "def last(seq):\n    ",
+    "def square(v):\n    ",
+]
+EXPRESSIONS = [
+    "width * height", "result", "value * factor", "message", "seq[0]", "sum(xs) / n",
+    "max(lo, min(x, hi))", "n * 2", "record['key']", "''.join(parts)", "seq[-1]", "v * v",
+    "a + b", "x", "len(items)", "name.upper()",
+]  # fmt: skip
+
+
+def messages(snippet: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "system", "content": "You complete code at the cursor."},
+        {"role": "user", "content": f"Complete this code:\n{snippet}"},
+    ]
+
+
+def texts(n: int, seed: int = 0) -> list[tuple[list[dict[str, Any]], str, bool]]:
+    """n (prompt messages, completion text, desirable) triples, half of each class."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        desirable = i % 2 == 0
+        expr = rng.choice(EXPRESSIONS)
+        text = f"return {expr}" if desirable else f"print({expr})"
+        out.append((messages(rng.choice(SNIPPETS)), text, desirable))
+    return out
+
+
+@torch.no_grad()
+def base_logprobs(model: torch.nn.Module, samples: Sequence[Sample]) -> list[list[float]]:
+    config = TrainConfig()
+    batch = make_batch(samples, max_length=config.max_length,
+                       max_completion_length=config.max_completion_length)  # fmt: skip
+    lp = token_logprobs(completion_logits(model, batch), batch)
+    return [row[mask.bool()].tolist() for row, mask in zip(lp, batch.completion_mask, strict=True)]
+
+
+def make_samples(
+    tokenizer: Any, model: torch.nn.Module, n: int, *, seed: int = 0, heldout_every: int = 4
+) -> list[Sample]:
+    """n labelled samples; every `heldout_every`-th pair of samples is held out."""
+    samples = []
+    for i, (prompt, text, desirable) in enumerate(texts(n, seed)):
+        samples.append(
+            Sample(
+                suggestion_id=f"synth-{seed}-{i}",
+                desirable=desirable,
+                weight=1.0,
+                prompt_ids=render_prompt(tokenizer, prompt),
+                completion_ids=list(tokenizer.encode(text, add_special_tokens=False)),
+                behaviour_logprobs=[],
+                adapter_version=0,
+                outcome="accepted" if desirable else "rejected",
+                heldout=(i // 2) % heldout_every == 0,
+            )
+        )
+    logprobs = base_logprobs(model, samples)
+    return [
+        Sample(**{**s.__dict__, "behaviour_logprobs": lp})
+        for s, lp in zip(samples, logprobs, strict=True)
+    ]
+
+
+def seed_feedback(
+    db: sessionmaker[Session],
+    tokenizer: Any,
+    model_dir: Path,
+    n: int,
+    *,
+    seed: int = 0,
+    adapter_version: int | None = None,
+    drop_prompt_ids_every: int = 0,
+) -> list[str]:
+    """Write n suggestions with an accepted / rejected outcome each; returns their ids."""
+    from learner.train import load_base
+
+    model = load_base(model_dir)
+    samples = make_samples(tokenizer, model, n, seed=seed)
+    prompts = [p for p, _, _ in texts(n, seed)]
+    ids = []
+    with transaction(db) as s:
+        for i, (sample, prompt) in enumerate(zip(samples, prompts, strict=True)):
+            keep_ids = not (drop_prompt_ids_every and i % drop_prompt_ids_every == 0)
+            row = record_suggestion(
+                s, kind="completion", model="dev", adapter_version=adapter_version,
+                prompt_messages=prompt,
+                prompt_token_ids=sample.prompt_ids if keep_ids else None,
+                completion_text=tokenizer.decode(sample.completion_ids),
+                completion_token_ids=sample.completion_ids,
+                completion_logprobs=sample.behaviour_logprobs,
+                proposed=tokenizer.decode(sample.completion_ids),
+            )  # fmt: skip
+            record_outcome(s, suggestion_id=row.id, kind="shown", client_event_id=uuid.uuid4().hex)
+            kind = "accepted" if sample.desirable else "rejected"
+            record_outcome(s, suggestion_id=row.id, kind=kind, client_event_id=uuid.uuid4().hex)
+            ids.append(row.id)
+    return ids
