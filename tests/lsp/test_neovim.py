@@ -83,6 +83,7 @@ def test_neovim_on_apprentice_lsp_with_the_dev_model(
     env = server_env(tmp_path / "home", sqlite_url, APPRENTICE_MODEL_NAME=str(dev_model_dir))
     env["PATH"] = f"{Path(APPRENTICE).parent}{os.pathsep}{env.get('PATH', '')}"
     report = run_nvim([APPRENTICE, "lsp"], root, env, tmp_path)
+    print("dev model code action:", report["outcome"], report["notifications"])  # for -rP
     assert report["offered"] == ["Edit with Apprentice"], report
     # A tiny model may or may not manage an edit; either way Neovim got a real answer.
     assert report["outcome"] in ("applied", "message"), report
