@@ -86,6 +86,11 @@ class ApprenticeServer(LanguageServer):
     async def _record(self, outcome: OutcomeRecord) -> None:
         await self.host.record_outcome(outcome)
 
+    def in_root(self, uri: str) -> bool:
+        from lsp.text import uri_path
+
+        return uri_path(uri, self.root) not in (None, "", ".")
+
     def path_of(self, uri: str) -> str:
         """Workspace-relative path of a document; InvalidParams when outside the root."""
         from lsp.text import uri_path

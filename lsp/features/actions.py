@@ -102,7 +102,8 @@ def register(server: ApprenticeServer) -> None:
     def code_action(ls: ApprenticeServer, params: types.CodeActionParams) -> list[Any]:
         doc = open_document(ls, params.text_document.uri)
         start, end = check_range(doc, params.range)
-        ls.path_of(doc.uri)
+        if not ls.in_root(doc.uri):  # asked on every cursor move: no actions, not an error
+            return []
         only = params.context.only
         found = [d for d in params.context.diagnostics if _overlaps(d.range, params.range)]
         r = params.range

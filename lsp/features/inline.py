@@ -31,6 +31,8 @@ def register(server: ApprenticeServer) -> None:
         uri = params.text_document.uri
         doc = open_document(ls, uri)
         offset = offset_at(doc, params.position)
+        if not ls.in_root(uri):  # editors ask everywhere; the agent only works in its root
+            return types.InlineCompletionList(items=[])
         path = ls.path_of(uri)
         text = doc.source  # the snapshot the position refers to
         this = asyncio.current_task()

@@ -81,8 +81,8 @@ async def test_typed_errors_for_bad_requests(root: Path, env: dict[str, str], tm
                 types.TextDocumentIdentifier(uri),
                 types.Range(types.Position(2, 0), types.Position(0, 0)),
                 types.CodeActionContext(diagnostics=[]))),
-            "outside the root": client.text_document_inline_completion_async(
-                inline_params(foreign, 0, 0)),
+            "outside the root": client.workspace_execute_command_async(
+                command("apprentice.chat", {"message": "hi", "uri": foreign})),
             "foreign resolve data": client.code_action_resolve_async(
                 types.CodeAction("Fix with Apprentice", data={"evil": True})),
             "no resolve data": client.code_action_resolve_async(types.CodeAction("x")),
@@ -103,6 +103,9 @@ async def test_typed_errors_for_bad_requests(root: Path, env: dict[str, str], tm
         }  # fmt: skip
         errors = {name: await error_of(request) for name, request in cases.items()}
         unknown = await error_of(raw_request(client, "apprentice/nonsense", {}))
+        # Editors ask about every open file: outside the root there is simply nothing.
+        quiet = await client.text_document_inline_completion_async(inline_params(foreign, 0, 0))
+        assert quiet is not None and list(quiet.items) == []
         await still_serving(client, uri)
     assert {name: e.code for name, e in errors.items()} == dict.fromkeys(cases, INVALID_PARAMS)
     assert unknown.code == METHOD_NOT_FOUND
@@ -184,3 +187,19 @@ async def test_fuzzed_params_are_all_answered(root: Path, env: dict[str, str]):
     # Typed answers only: InvalidParams, RequestFailed, cancelled/modified; no crash (-32603).
     assert set(codes) <= {INVALID_PARAMS, -32803, -32800, -32801}, codes
     assert codes[INVALID_PARAMS] > 100
+
+
+async def test_a_missing_model_is_a_typed_error(root: Path, tmp_path: Path, sqlite_head_url):
+    # The real backend factory (no test hook) on a model folder that does not exist.
+    env = server_env(tmp_path / "home", sqlite_head_url,
+                     APPRENTICE_MODEL_NAME=str(tmp_path / "no-model"))  # fmt: skip
+    async with lsp_session([PYTHON, "-m", "lsp"], env, root) as (client, editor):
+        uri = editor.open("calc.py", BUGGY)
+        failed = await error_of(
+            client.text_document_inline_completion_async(inline_params(uri, 1, 4))
+        )
+        status = await error_of(
+            client.workspace_execute_command_async(command("apprentice.status"))
+        )
+    assert failed.code == status.code == -32803  # RequestFailed, with the reason
+    assert "config.json" in failed.message and "build-dev" in failed.message
