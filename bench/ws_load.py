@@ -49,7 +49,7 @@ def policy(messages: list[dict]) -> str:
     return _act("read_file", path="a.py")
 
 
-def serve(port: int, home: str, database_url: str) -> None:
+def serve(port: int, home: str, database_url: str, replies: int) -> None:
     """The child process: the real app on a scripted model."""
     import uvicorn
 
@@ -60,10 +60,10 @@ def serve(port: int, home: str, database_url: str) -> None:
 
     settings = Settings(home=Path(home), database_url=database_url, token=TOKEN,
                         log_level="WARNING")  # fmt: skip
-    model = ScriptedModel([policy] * 1_000_000, context_window=65536)
+    model = ScriptedModel([policy] * replies, context_window=65536)
     app = create_app(settings, backend=model)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning",
-                ws_max_size=UVICORN_WS_MAX_SIZE)  # fmt: skip
+                ws_max_size=UVICORN_WS_MAX_SIZE, ws_per_message_deflate=False)  # fmt: skip
 
 
 async def one_session(url: str, root: Path, turns: int) -> list[tuple[float, float]]:
@@ -135,7 +135,9 @@ async def run(args: argparse.Namespace) -> dict:
         port = s.getsockname()[1]
     child = subprocess.Popen(
         [sys.executable, __file__, "--serve", str(port), "--home", str(tmp / "home"),
-         "--database-url", database_url], cwd=REPO,
+         "--database-url", database_url,
+         "--turns", str(args.sessions * args.turns)],  # the child sizes its script by it
+        cwd=REPO,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
@@ -186,7 +188,7 @@ def main() -> None:
     parser.add_argument("--home", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve, args.home, args.database_url)
+        serve(args.serve, args.home, args.database_url, replies=4 * args.turns)
         return
     print(json.dumps(asyncio.run(run(args)), indent=2))
 

@@ -36,6 +36,9 @@ def uvicorn_config(app: object, settings: Settings, host: str, port: int) -> uvi
         host=host,
         port=port,
         ws_max_size=UVICORN_WS_MAX_SIZE,
+        # Small JSON frames, mostly on loopback: deflate cost a fifth of the server's CPU in
+        # bench/ws_load.py and saved nothing worth it.
+        ws_per_message_deflate=False,
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )

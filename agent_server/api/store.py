@@ -105,7 +105,10 @@ class Store:
     async def append_event(self, session_id: str, event: Event) -> int:
         """Store one trajectory event; returns the database's seq for it."""
         kind, role = _KINDS.get(event.kind, ("status", None))
-        payload = event.to_dict()
+        # Not event.to_dict(): asdict deep-copies every token id of every completion, which
+        # was the server's top cost under load; the JSON column serializes `data` as it is.
+        payload = {"kind": event.kind, "step": event.step, "data": event.data,
+                   "seq": event.seq, "ts": event.ts}  # fmt: skip
         tokens = _token_count(event)
 
         def fn(db: Session) -> int:

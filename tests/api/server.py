@@ -57,7 +57,11 @@ def start_server(
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     uv_config = uvicorn.Config(
-        app, log_level="warning", ws_max_size=UVICORN_WS_MAX_SIZE, lifespan="on"
+        app,
+        log_level="warning",
+        ws_max_size=UVICORN_WS_MAX_SIZE,
+        lifespan="on",
+        ws_per_message_deflate=False,
     )
     server = uvicorn.Server(uv_config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
