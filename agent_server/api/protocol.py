@@ -268,7 +268,10 @@ class SummaryMade(_Message):
 class TurnDone(_Message):
     type: Literal["turn.done"] = "turn.done"
     session_id: str
-    status: str = Field(description="finished | cancelled | limit | format_errors | error.")
+    status: str = Field(
+        description="finished | step_limit | time_limit | too_many_errors | cancelled | "
+        "model_error | context_overflow (the agent's RunStatus), or error (a server fault)."
+    )
     message: str = Field(default="", description="The agent's final message or the reason.")
     usage: Usage = Field(default_factory=Usage)
 

@@ -119,10 +119,10 @@ class SessionManager:
         conn, sid = live.conn, live.row.id
         deltas = DeltaBuffer(conn, sid, msg.id)
         sink = DbSink(self.store, live, deltas, reply_id=msg.id)
-        agent = live.agent = self._agent(live, sink, deltas, msg.id)
-        sink.prompt = lambda: agent.view.messages()
-        sink.sampling = agent.config.sampling
         try:
+            agent = live.agent = self._agent(live, sink, deltas, msg.id)
+            sink.prompt = lambda: agent.view.messages()
+            sink.sampling = agent.config.sampling
             if not live.events:
                 result = await agent.run(task_text(msg.text, msg.context))
             else:
@@ -133,7 +133,7 @@ class SessionManager:
             raise
         except Exception as exc:  # a bug or a DB failure: the person still gets turn.done
             log.exception("turn of session %s failed", sid)
-            result = RunResult("model_error", f"internal error: {exc}", 0, Usage(0, 0), 0)
+            result = RunResult("error", f"internal error: {exc}", 0, Usage(0, 0), 0)  # type: ignore[arg-type]
         await deltas.flush()
         usage = p.Usage(
             prompt_tokens=result.usage.prompt_tokens,
