@@ -168,6 +168,7 @@ async def main() -> None:
     server_s, server_tokens = stored(url)
     server_s, server_tokens = server_s[args.warmup :], server_tokens[args.warmup :]
     d, s = summary(timings["direct"]), summary(timings["lsp"])
+    model_time = summary([x * 1000 for x in server_s]) if server_s else None
     print(json.dumps({
         "model": args.model_dir, "n": args.n, "max_tokens": config.completion_max_tokens,
         "debounce_ms": config.debounce_ms,
@@ -175,7 +176,11 @@ async def main() -> None:
         "ratio_p50": round(s["p50_ms"] / d["p50_ms"], 3),
         "ratio_p99": round(s["p99_ms"] / d["p99_ms"], 3),
         "lsp_minus_direct_p50_ms": round(s["p50_ms"] - d["p50_ms"], 2),
-        "server_model_time": summary([x * 1000 for x in server_s]) if server_s else None,
+        "server_model_time": model_time,
+        # What the language server adds besides its debounce: JSON-RPC both ways, the
+        # suggestion row and the `shown` outcome (two DB transactions), the event loop.
+        "overhead_p50_ms_beyond_model_and_debounce": round(
+            s["p50_ms"] - model_time["p50_ms"] - config.debounce_ms, 2) if model_time else None,
         "mean_tokens": {
             "direct": round(statistics.fmean(direct.tokens), 1),
             "lsp": round(statistics.fmean(server_tokens), 1) if server_tokens else None,
