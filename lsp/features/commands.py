@@ -160,15 +160,13 @@ def _context(ls: ApprenticeServer, a: ChatArgs) -> Any:
     """The editor context of a chat message: the open file and the selection, if given."""
     if a.uri is None:
         return None
-    from lsp.features.actions import ActionData as Data
-
     doc = open_document(ls, a.uri)
     path = ls.path_of(doc.uri)
     r = a.range or {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}
     try:
         span = [r["start"]["line"], r["start"]["character"], r["end"]["line"],
                 r["end"]["character"]]  # fmt: skip
-        data = Data(kind="edit", uri=doc.uri, version=doc.version or 0, range=span)
+        data = ActionData(kind="edit", uri=doc.uri, version=doc.version or 0, range=span)
     except (KeyError, TypeError, ValidationError):
         raise JsonRpcInvalidParams(
             "apprentice.chat: `range` must be an LSP Range {start: {line, character}, end: ...}"
