@@ -75,7 +75,8 @@ def test_chat_template_renders_every_role(dev_model_dir: Path) -> None:
     assert text == (
         "<|im_start|>system\nBe brief.<|im_end|>\n"
         "<|im_start|>user\nRead main.py<|im_end|>\n"
-        '<|im_start|>assistant\n{"tool": "read_file", "args": {"path": "main.py"}}<|im_end|>\n'
+        "<|im_start|>assistant\n"
+        '<tool_call>{"name": "read_file", "arguments": {"path": "main.py"}}</tool_call><|im_end|>\n'
         "<|im_start|>tool\nprint('hi')<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
@@ -83,8 +84,18 @@ def test_chat_template_renders_every_role(dev_model_dir: Path) -> None:
     # OpenAI-style content parts (vLLM may pass them) render like the plain string.
     parts = [{"role": "user", "content": [{"type": "text", "text": "Read main.py"}]}]
     assert render_chat(tok, parts) == render_chat(tok, [CONVERSATION[1]])
-    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
-    assert '"name": "read_file"' in render_chat(tok, CONVERSATION[:2], tools=tools)
+    # Tools: one line each, `name(args): description`, in a system block before the rest.
+    params = {"type": "object", "properties": {"path": {"type": "string"}}}
+    spec = {"name": "read_file", "description": "Read a file.", "parameters": params}
+    with_tools = render_chat(tok, CONVERSATION[:2], tools=[{"type": "function", "function": spec}])
+    assert with_tools.startswith("<|im_start|>system\nCall a tool as <tool_call>")
+    assert (
+        "\nread_file(path): Read a file.\n<|im_end|>\n<|im_start|>system\nBe brief." in with_tools
+    )
+    bare = render_chat(
+        tok, [CONVERSATION[1]], tools=[{"type": "function", "function": {"name": "x"}}]
+    )
+    assert "\nx()\n" in bare
 
 
 def test_count_tokens_matches_transformers_chat_template(dev_model_dir: Path) -> None:
@@ -99,6 +110,13 @@ def test_count_tokens_matches_transformers_chat_template(dev_model_dir: Path) ->
     ids = encode_chat(tok, CONVERSATION[:1], add_generation_prompt=False)
     assert ids[0] == tok.convert_tokens_to_ids("<|im_start|>")
     assert tok.convert_tokens_to_ids("<|im_end|>") in ids
+    # Tool-call markers are one token each and survive skip_special_tokens (parsers need them).
+    marked = tok.encode("<tool_call>{}</tool_call>", add_special_tokens=False)
+    assert marked[0] == tok.convert_tokens_to_ids("<tool_call>")
+    assert marked[-1] == tok.convert_tokens_to_ids("</tool_call>")
+    assert tok.decode(marked[1:-1]) == "{}"
+    assert tok.decode(marked, skip_special_tokens=True) == "<tool_call>{}</tool_call>"
+    assert len(tok) == 4096
 
 
 def test_tokenizer_round_trips_code(dev_model_dir: Path) -> None:
@@ -115,23 +133,37 @@ def test_tokenizer_round_trips_code(dev_model_dir: Path) -> None:
     assert len(tok.encode(samples[0], add_special_tokens=False)) < len(samples[0]) / 2.5
 
 
+RUN_TESTS = '{"thought": "Run the tests.", "tool": "run_command", "args": {"command": "pytest"}}'
+READ = '{"thought": "Read it first.", "tool": "read_file", "args": {"path": "src/app.py"}}'
+CODE_REPLY = "```python\n    return a + 1\n```"
+NATIVE_READ = '<tool_call>{"name": "read_file", "arguments": {"path": "src/app.py"}}</tool_call>'
+
+
 @pytest.mark.parametrize(
-    ("user", "reply"),
+    ("user", "reply", "with_tools"),
     [
-        ("Run the tests.", '{"tool": "run_command", "args": {"command": "python -m pytest -q"}}'),
-        ("Show me src/app.py.", '{"tool": "read_file", "args": {"path": "src/app.py"}}'),
-        ("Complete this code:\n```python\ndef f(a):\n```", "```python\n    return a + 1\n```"),
+        ("Run the tests.", RUN_TESTS, False),
+        ("Show me src/app.py.", READ, False),
+        ("Show me src/app.py.", NATIVE_READ, True),
+        (
+            "Complete this code:\n```python\ndef f(a):\n```",
+            "```python\n    return a + 1\n```",
+            False,
+        ),
     ],
 )
-def test_model_learned_to_end_its_turn(dev_model_dir: Path, user: str, reply: str) -> None:
+def test_model_learned_to_end_its_turn(
+    dev_model_dir: Path, user: str, reply: str, with_tools: bool
+) -> None:
     """After a finished reply, the end-of-turn token is the model's first choice.
 
     That is what makes generation stop on its own (generation_config's eos is <|im_end|>).
-    Measured with the default build: p(<|im_end|>) 0.77-0.90 here; untrained ~1/4096.
+    Untrained, its probability is ~1/4096; the default build puts it first by a wide margin.
     """
     model = AutoModelForCausalLM.from_pretrained(dev_model_dir, dtype=torch.float32)
     tok = load_tokenizer(dev_model_dir)
-    ids = encode_chat(tok, [{"role": "user", "content": user}])
+    tools = corpus.TOOL_SPECS if with_tools else None
+    ids = encode_chat(tok, [{"role": "user", "content": user}], tools=tools)
     ids += tok.encode(reply, add_special_tokens=False)
     with torch.no_grad():
         probs = model(torch.tensor([ids])).logits[0, -1].softmax(-1)

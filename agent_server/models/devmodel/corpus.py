@@ -17,6 +17,7 @@ import random
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Folders that hold no hand-written source worth learning from, or other people's packages.
 _SKIP_PARTS = frozenset(
@@ -109,33 +110,80 @@ def tokenizer_sample(files: list[SourceFile], max_chars: int) -> list[str]:
 
 
 # --- chat-formatted data -------------------------------------------------------------------
-# The agent talks to the model in chat turns and asks for JSON actions under a schema. A few
-# such conversations teach the format and, above all, to end the assistant turn.
+# The agent talks to the model in chat turns and asks for one action per turn: JSON text under
+# a schema ({"thought", "plan"?, "tool", "args"}, agent_server/agent/actions.py) or, when the
+# backend is given tool specs, a Hermes-style native call that both backends parse
+# (<tool_call>{"name", "arguments"}</tool_call>, agent_server/models/hermes.py). A few such
+# conversations teach those shapes and, above all, to end the assistant turn. The tool names
+# and arguments below copy actions.py's TOOLS (models/ may not import agent/).
 
-_SYSTEM = "You are Apprentice, a coding assistant. Answer with code or a JSON action."
-_TOOL_EXAMPLES: list[tuple[str, str, dict[str, object]]] = [
-    ("Show me {path}.", "read_file", {"path": "{path}"}),
-    ("Open {path} and read it.", "read_file", {"path": "{path}"}),
-    ("List the files in {dir}.", "list_files", {"path": "{dir}"}),
-    ("Where is {symbol} defined?", "search", {"query": "def {symbol}"}),
-    ("Find uses of {symbol}.", "search", {"query": "{symbol}"}),
-    ("Run the tests.", "run_command", {"command": "python -m pytest -q"}),
-    ("Run {path}.", "run_command", {"command": "python {path}"}),
+_SYSTEM = "You are Apprentice, a coding assistant. Answer with one JSON action."
+# (user request, tool, args, thought); {path} {dir} {symbol} are filled from a corpus file.
+_TOOL_EXAMPLES: list[tuple[str, str, dict[str, str], str]] = [
+    ("Show me {path}.", "read_file", {"path": "{path}"}, "I need to read the file first."),
+    ("Open {path} and read it.", "read_file", {"path": "{path}"}, "Read {path}."),
+    ("List the files in {dir}.", "list_dir", {"path": "{dir}"}, "List {dir}."),
+    ("What is in this project?", "list_dir", {"path": "."}, "Start from the root."),
+    (
+        "Where is {symbol} defined?",
+        "search",
+        {"query": "def {symbol}", "path": "."},
+        "Search for the definition.",
+    ),
+    ("Find uses of {symbol}.", "search", {"query": "{symbol}", "path": "{dir}"}, "Search uses."),
+    ("Run the tests.", "run_command", {"command": "python -m pytest -q"}, "Run the tests."),
+    ("Run {path}.", "run_command", {"command": "python {path}"}, "Run the script."),
     (
         "Rename {symbol} to {symbol}_v2 in {path}.",
-        "apply_edit",
-        {"path": "{path}", "old": "{symbol}", "new": "{symbol}_v2"},
+        "edit",
+        {"path": "{path}", "search": "{symbol}", "replace": "{symbol}_v2"},
+        "Replace the name.",
     ),
-    ("That is all, thanks.", "finish", {"message": "Done."}),
+    ("That is all, thanks.", "finish", {"message": "Done."}, "The task is complete."),
+]
+_TOOL_DESCRIPTIONS = {
+    "read_file": "Read a text file of the workspace (paths are relative).",
+    "list_dir": "List a directory of the workspace ('.' is the root).",
+    "search": "Search file contents for a literal string.",
+    "edit": "Replace the exact text `search` with `replace` in file `path`.",
+    "run_command": "Run a shell command in the workspace root.",
+    "finish": "End the task; `message` is your answer to the user.",
+}
+_TOOL_ARGS = {
+    "read_file": ["path"],
+    "list_dir": ["path"],
+    "search": ["query", "path"],
+    "edit": ["path", "search", "replace"],
+    "run_command": ["command"],
+    "finish": ["message"],
+}
+TOOL_SPECS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": _TOOL_DESCRIPTIONS[name],
+            "parameters": {
+                "type": "object",
+                "properties": {a: {"type": "string"} for a in args},
+                "required": args[:1],
+            },
+        },
+    }
+    for name, args in _TOOL_ARGS.items()
 ]
 
 
-def _fill(value: object, names: dict[str, str]) -> object:
-    if isinstance(value, str):
-        return value.format(**names)
-    if isinstance(value, dict):
-        return {k: _fill(v, names) for k, v in value.items()}
-    return value
+@dataclass(frozen=True)
+class Conversation:
+    """Chat messages to train on; `tools` is passed to the chat template when set."""
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None
+
+
+def _fill(value: str, names: dict[str, str]) -> str:
+    return value.format(**names)
 
 
 def _symbols(text: str) -> list[str]:
@@ -149,33 +197,66 @@ def _symbols(text: str) -> list[str]:
     return out
 
 
-def chat_examples(files: list[SourceFile], count: int, seed: int) -> list[list[dict[str, str]]]:
-    """`count` conversations from `files`: half "complete this code", half JSON actions."""
+def _action(rng: random.Random, f: SourceFile) -> tuple[str, str, dict[str, str], str]:
+    path = f.name.split("/", 1)[1]
+    symbols = _symbols(f.text) or ["main"]
+    names = {
+        "path": path,
+        "dir": path.rsplit("/", 1)[0] if "/" in path else ".",
+        "symbol": symbols[rng.randrange(len(symbols))],
+    }
+    request, tool, args, thought = _TOOL_EXAMPLES[rng.randrange(len(_TOOL_EXAMPLES))]
+    filled = {k: _fill(v, names) for k, v in args.items()}
+    return _fill(request, names), tool, filled, _fill(thought, names)
+
+
+def chat_examples(files: list[SourceFile], count: int, seed: int) -> list[Conversation]:
+    """`count` conversations from `files`: half "complete this code", half agent actions.
+
+    Of the actions, three in four are JSON text (one in four of those after reading a tool
+    observation), one in four a native tool call with the tool specs in the prompt.
+    """
     rng = random.Random(seed)
     pool = [f for f in files if len(f.text) > 400]
-    conversations: list[list[dict[str, str]]] = []
+    conversations: list[Conversation] = []
     for i in range(count):
         f = pool[rng.randrange(len(pool))]
-        path = f.name.split("/", 1)[1]
+        tools = None
         if i % 2 == 0:
             lines = f.text.splitlines()
             start = rng.randrange(max(1, len(lines) - 24))
             head = "\n".join(lines[start : start + 8])
             tail = "\n".join(lines[start + 8 : start + 20])
-            user = f"Complete this code from {path}:\n```python\n{head}\n```"
-            reply = f"```python\n{tail}\n```"
+            user = f"Complete this code from {f.name.split('/', 1)[1]}:\n```python\n{head}\n```"
+            messages = [
+                {"role": "user", "content": user},
+                {"role": "assistant", "content": f"```python\n{tail}\n```"},
+            ]
+        elif i % 8 == 7:
+            request, tool, args, _ = _action(rng, f)
+            call = {"type": "function", "function": {"name": tool, "arguments": args}}
+            messages = [
+                {"role": "user", "content": request},
+                {"role": "assistant", "content": "", "tool_calls": [call]},
+            ]
+            tools = TOOL_SPECS
         else:
-            symbols = _symbols(f.text) or ["main"]
-            names = {
-                "path": path,
-                "dir": path.rsplit("/", 1)[0] if "/" in path else ".",
-                "symbol": symbols[rng.randrange(len(symbols))],
-            }
-            request, tool, args = _TOOL_EXAMPLES[rng.randrange(len(_TOOL_EXAMPLES))]
-            user = request.format(**names)
-            reply = json.dumps({"tool": tool, "args": _fill(args, names)})
-        messages = [{"role": "user", "content": user}, {"role": "assistant", "content": reply}]
-        if rng.random() < 0.5:
+            request, tool, args, thought = _action(rng, f)
+            messages = [{"role": "user", "content": request}]
+            if rng.random() < 0.25:
+                # A turn after an observation: read, see the file, then finish.
+                path = f.name.split("/", 1)[1]
+                first = {"thought": "Read it first.", "tool": "read_file", "args": {"path": path}}
+                excerpt = "\n".join(f.text.splitlines()[:6])
+                messages += [
+                    {"role": "assistant", "content": json.dumps(first)},
+                    {"role": "tool", "content": excerpt},
+                ]
+                tool, args = "finish", {"message": f"{path} starts with: {excerpt[:60]}"}
+                thought = "I have what I need."
+            action = {"thought": thought, "tool": tool, "args": args}
+            messages.append({"role": "assistant", "content": json.dumps(action)})
+        if i % 2 == 1 and rng.random() < 0.5:
             messages.insert(0, {"role": "system", "content": _SYSTEM})
-        conversations.append(messages)
+        conversations.append(Conversation(messages, tools))
     return conversations

@@ -20,20 +20,43 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import (
+    AddedToken,
+    Tokenizer,
+    decoders,
+    models,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = [PAD, BOS, EOS, IM_START, IM_END]  # ids 0..4, in this order
+# Ordinary (not special) added tokens: one id each for the tool-call markers, and still in
+# the text after decoding with skip_special_tokens=True, which the backends' parsers need.
+TOOL_CALL_TOKENS = ["<tool_call>", "</tool_call>"]
 
-# ChatML with a tools block. `content` may be a string or OpenAI-style parts (vLLM passes
-# parts when it detects that the template iterates over them); assistant `tool_calls` are
-# rendered as the JSON action the agent parses: {"tool": name, "args": {...}}.
+# ChatML with a tools block: one line per tool, `name(arg, ...): description` (a 5M model
+# learns nothing from the full JSON specs but to repeat their braces). `content` may be a
+# string or OpenAI-style parts (vLLM passes parts when it detects that the template iterates
+# over them). Assistant `tool_calls` are rendered Hermes-style, the text that vLLM's
+# `--tool-call-parser hermes` and the embedded backend (agent_server/models/hermes.py) parse
+# back: <tool_call>{"name": ..., "arguments": {...}}</tool_call>.
 CHAT_TEMPLATE = (
     "{%- if tools %}"
-    "{{- '<|im_start|>system\\nTools:\\n' }}"
-    "{%- for tool in tools %}{{- tool | tojson }}{{- '\\n' }}{%- endfor %}"
+    '{{- \'<|im_start|>system\\nCall a tool as <tool_call>{"name": ..., "arguments": {...}}\''
+    "'</tool_call>. Tools:\\n' }}"
+    "{%- for tool in tools %}"
+    "{%- set fn = tool['function'] if tool['function'] is defined else tool %}"
+    "{%- set params = fn['parameters'] if fn['parameters'] is defined else {} %}"
+    "{%- set props = params['properties'] if params['properties'] is defined else {} %}"
+    "{{- fn['name'] + '(' + (props | list | join(', ')) + ')' }}"
+    "{%- if fn['description'] is defined and fn['description'] %}"
+    "{{- ': ' + fn['description'] }}{%- endif %}"
+    "{{- '\\n' }}"
+    "{%- endfor %}"
     "{{- '<|im_end|>\\n' }}"
     "{%- endif %}"
     "{%- for message in messages %}"
@@ -47,10 +70,10 @@ CHAT_TEMPLATE = (
     "{%- if message['tool_calls'] is defined and message['tool_calls'] %}"
     "{%- for call in message['tool_calls'] %}"
     "{%- set fn = call['function'] if call['function'] is defined else call %}"
-    "{{- '{\"tool\": ' + (fn['name'] | tojson) + ', \"args\": ' }}"
+    "{{- '<tool_call>{\"name\": ' + (fn['name'] | tojson) + ', \"arguments\": ' }}"
     "{%- if fn['arguments'] is string %}{{- fn['arguments'] }}"
     "{%- else %}{{- fn['arguments'] | tojson }}{%- endif %}"
-    "{{- '}' }}"
+    "{{- '}</tool_call>' }}"
     "{%- endfor %}"
     "{%- endif %}"
     "{{- '<|im_end|>\\n' }}"
@@ -68,13 +91,14 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int) -> Tokenizer:
     tok.decoder = decoders.ByteLevel()
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
+        vocab_size=vocab_size - len(TOOL_CALL_TOKENS),  # the total stays `vocab_size`
         min_frequency=2,
         special_tokens=SPECIAL_TOKENS,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in TOOL_CALL_TOKENS])
     return tok
 
 
