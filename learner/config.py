@@ -99,6 +99,13 @@ class TrainConfig(_Frozen):
     undesirable_weight: float | None = Field(
         default=None, gt=0, description="lambda_U. None: balanced with lambda_D (see above)."
     )
+    kl_coef: float = Field(
+        default=0.5,
+        ge=0,
+        description="Weight of an exact per-token KL(pi || pi_ref) penalty over the completion "
+        "positions (the full next-token distributions). It keeps rejections from pushing "
+        "the policy into text nobody sampled; 0 turns it off (and saves a forward per step).",
+    )
     is_cap: float = Field(
         default=2.0,
         ge=1.0,

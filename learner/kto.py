@@ -17,6 +17,7 @@ The loss, per sample with label d (+1 desirable, -1 undesirable) and weight lamb
     iw  = min(cap, exp(mean_t [log pi_theta(y_t|.) - log pi_behaviour(y_t|.)]))   # detached
     z0  = max(0, sum(iw * r) / sum(iw))                              # detached: KL estimate
     L   = sum(iw * lambda * (1 - sigmoid(beta * d * (r - z0)))) / sum(iw * lambda)
+          + kl_coef * mean over completion positions of KL(pi(.|prefix) || pi_ref(.|prefix))
 
 Simplifications against the paper, and why:
 - z0, the reference point (an estimate of KL(pi_theta || pi_ref)), comes from the batch's
@@ -29,7 +30,12 @@ Simplifications against the paper, and why:
   moved away from, count less; none counts more than `is_cap` times. Logprobs are the raw
   (temperature 1) ones the backends log, so at the start of training the ratio is ~1 for
   fresh samples and measures only how far the policy has since moved.
-- Reference logprobs do not change during training, so they are computed once per run.
+- The last term is not in KTO: an exact per-token KL penalty over the full next-token
+  distributions at the positions we have. Without it, a batch of mostly rejections (a low
+  acceptance rate) pushed the policy into degenerate text nobody had sampled: the sampled
+  estimate of z0 cannot see mass that moved off the behaviour policy's support, this term
+  can. It costs one no-grad reference forward per step; with kl_coef = 0 the reference
+  token logprobs, which do not change during training, are computed once per run instead.
 - lambda_D and lambda_U default to balancing the two classes' total weight.
 
 Tested in tests/learner/test_train.py. Nothing to run on its own.
@@ -128,6 +134,16 @@ def token_logprobs(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
     targets = batch.input_ids[:, -span:]
     picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
+
+
+def per_token_kl(policy_logits: torch.Tensor, reference_logits: torch.Tensor) -> torch.Tensor:
+    """Exact KL(pi || pi_ref) of the next-token distributions at each position, [B, T]."""
+    policy, reference = policy_logits.log_softmax(-1), reference_logits.log_softmax(-1)
+    return (policy.exp() * (policy - reference)).sum(-1)
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (values * mask).sum() / mask.sum().clamp(min=1)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ config); anything else is a bug or an outage, recorded by `fail_run`.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import logging
 import shutil
 import uuid
 from collections.abc import Callable
@@ -46,6 +48,7 @@ from feedback.queries import (
 from learner.config import LearnerConfig
 from learner.deploy import Deployer, deploy_version, make_deployer, record_failed_deployment
 
+log = logging.getLogger(__name__)
 STEPS = ("collect", "train", "evaluate", "publish", "deploy")
 FINAL = ("succeeded", "failed", "skipped")
 Progress = Callable[[str, dict[str, Any]], None]  # (step, what happened)
@@ -92,6 +95,30 @@ def create_cycle(ctx: Context, *, trigger: str, overrides: dict[str, Any] | None
     config = ctx.defaults.with_overrides(overrides)
     with transaction(ctx.db) as db:
         return create_run(db, trigger=trigger, config=config.model_dump(mode="json")).id
+
+
+def scheduled_run(ctx: Context) -> int | None:
+    """What the schedule does: a queued run when `learner_min_feedback` decisive outcomes
+    arrived since the last successful run and no run is in progress; else None.
+
+    A run still queued or running after 5 visibility timeouts is taken for dead (its worker
+    was killed on a broker that does not redeliver) and no longer blocks the schedule.
+    """
+    from learner.data import new_outcome_count, training_cursor
+
+    window = 5 * ctx.settings.learner_visibility_timeout_s
+    recent = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=window)
+    with transaction(ctx.db) as db:
+        busy = db.scalars(
+            select(LearnerRun.id).where(
+                LearnerRun.status.in_(("queued", "running")), LearnerRun.created_at > recent
+            )
+        ).first()
+        fresh = new_outcome_count(db, after_outcome_id=training_cursor(db))
+    if busy is not None or fresh < ctx.settings.learner_min_feedback:
+        log.info("no cycle: run %s in progress, %s new outcomes", busy, fresh)
+        return None
+    return create_cycle(ctx, trigger="schedule")
 
 
 def run_config(run: LearnerRun) -> LearnerConfig:

@@ -13,14 +13,12 @@ tests/learner/test_worker.py (real worker, real Redis) and test_e2e_vllm.py.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import logging
 from typing import Any
 
 from celery import Task, chain
 from celery.exceptions import Ignore
-from sqlalchemy import select
 from sqlalchemy.exc import OperationalError
 
 from agent_server.models.base import BackendUnavailable
@@ -117,22 +115,7 @@ def cycle(run_id: int) -> None:
 @app.task(name=TASK_SCHEDULED, acks_late=True)
 def scheduled_cycle() -> int | None:
     """A new cycle when enough new feedback has arrived and no cycle is in progress."""
-    from learner.data import new_outcome_count, training_cursor
-
-    ctx = context()
-    recent = dt.datetime.now(dt.UTC) - dt.timedelta(
-        seconds=5 * settings.learner_visibility_timeout_s
-    )
-    with transaction(ctx.db) as db:
-        busy = db.scalars(
-            select(LearnerRun.id).where(
-                LearnerRun.status.in_(("queued", "running")), LearnerRun.created_at > recent
-            )
-        ).first()
-        fresh = new_outcome_count(db, after_outcome_id=training_cursor(db))
-    if busy is not None or fresh < settings.learner_min_feedback:
-        log.info("no cycle: run %s in progress, %s new outcomes", busy, fresh)
-        return None
-    run_id = pipeline.create_cycle(ctx, trigger="schedule")
-    start_chain(run_id)
+    run_id = pipeline.scheduled_run(context())
+    if run_id is not None:
+        start_chain(run_id)
     return run_id

@@ -7,8 +7,9 @@
 
 Only the LoRA weights are trainable (peft freezes the base), and the optimizer sees only
 them: every base weight stays bit-identical (tests/learner/test_train.py checks). The
-reference policy is the same model under `disable_adapter()`; its logprobs are computed once
-before the first step. Runs on the CPU in float32.
+reference policy is the same model under `disable_adapter()` (a no-grad forward per step for
+the KL penalty; with kl_coef = 0 its logprobs are computed once before the first step).
+Runs on the CPU in float32.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from learner.kto import (
     completion_logits,
     kto_loss,
     make_batch,
+    masked_mean,
+    per_token_kl,
     token_logprobs,
 )
 
@@ -123,7 +126,9 @@ def train_policy(
         torch.set_num_threads(config.threads)
     samples = list(samples)
     lambdas = class_weights(samples, config.desirable_weight, config.undesirable_weight)
-    reference = reference_logprobs(policy, samples, config)
+    # With a KL penalty the reference's full distributions are needed at every step (one
+    # no-grad forward); without, its token logprobs never change: compute them once.
+    reference = reference_logprobs(policy, samples, config) if not config.kl_coef else None
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     per_epoch = math.ceil(len(samples) / config.batch_size)
@@ -143,14 +148,22 @@ def train_policy(
         picked, order = order[: config.batch_size], order[config.batch_size :]
         chunk = [samples[i] for i in picked]
         batch = _batch(chunk, config, lambdas)
-        ref = _align([reference[i] for i in picked], batch)
-        policy_lp = token_logprobs(completion_logits(policy, batch), batch)
+        logits = completion_logits(policy, batch)
+        policy_lp = token_logprobs(logits, batch)
+        if reference is not None:
+            ref, kl = _align([reference[i] for i in picked], batch), torch.zeros(())
+        else:
+            with torch.no_grad(), policy.disable_adapter():
+                ref_logits = completion_logits(policy, batch)
+            ref = token_logprobs(ref_logits, batch)
+            kl = masked_mean(per_token_kl(logits, ref_logits), batch.completion_mask)
         parts = kto_loss(policy_lp, ref, batch, beta=config.beta, is_cap=config.is_cap)
+        total_loss = parts.loss + config.kl_coef * kl
         optimizer.zero_grad(set_to_none=True)
-        parts.loss.backward()
+        total_loss.backward()
         torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
         optimizer.step()
-        loss = float(parts.loss.detach())
+        loss = float(total_loss.detach())
         result.losses.append(loss)
         result.steps, result.tokens = step + 1, result.tokens + batch.tokens
         if progress is not None:

@@ -69,6 +69,24 @@ def test_admin_endpoints_need_the_admin_token(stack: RunningServer) -> None:
         assert api.post("/v1/admin/runs", json={"bogus": 1}).status_code == 422
 
 
+def test_a_trigger_with_the_broker_down_says_so_and_leaves_no_queued_run(
+    tmp_path: Path, sqlite_head_url: str, dev_model_dir: Path
+) -> None:
+    settings = Settings(
+        home=tmp_path / "home", database_url=sqlite_head_url, model_name=str(dev_model_dir),
+        token=TOKEN, admin_token=ADMIN, broker_url="redis://127.0.0.1:1/0",
+    )  # fmt: skip
+    server = start_server(settings)
+    try:
+        with admin(server) as api:
+            reply = api.post("/v1/admin/runs", json={})
+            assert reply.status_code == 503 and "broker" in reply.json()["detail"]
+            (run,) = api.get("/v1/admin/runs").json()
+            assert run["status"] == "failed" and "broker unreachable" in run["error"]
+    finally:
+        server.stop()
+
+
 async def test_a_triggered_cycle_is_served_within_seconds_and_rolls_back(
     stack: RunningServer, dev_tokenizer: Any, dev_model_dir: Path, tmp_path: Path
 ) -> None:

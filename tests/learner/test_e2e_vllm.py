@@ -238,10 +238,8 @@ async def test_a_worker_killed_mid_train_is_redelivered_and_the_run_finishes(
     before = active_version(stack)
     seed_feedback(stack.db, dev_tokenizer, dev_model_dir, 32, seed=5, adapter_version=before)
     first = stack.worker("worker-killed")
-    run_id = stack.trigger(train={"max_steps": 30, "lr": 3e-3, "max_seconds": 20})
-    wait_for(lambda: (stack.step(run_id, "train") or {}).get("status") == "running",
-             timeout=120, what="the train step to start", worker=first)  # fmt: skip
-    first.wait_for_log("Loading weights", timeout=60)
+    run_id = stack.trigger(train={"max_steps": 60, "lr": 1e-3, "max_seconds": 20})
+    first.wait_for_log("train step 10/60", timeout=180)  # the worker logs every 10 steps
     first.kill()
     train = stack.step(run_id, "train")
     assert train is not None and train["status"] == "running"  # killed, nothing recorded

@@ -65,11 +65,11 @@ def test_a_cycle_publishes_deploys_continues_and_rolls_back(
     assert len(state(ctx)[0]) == 1
 
     # The next cycle learns from v1's feedback, continuing from v1.
-    seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 32, seed=7, adapter_version=1)
+    seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 48, seed=7, adapter_version=1)
     run2 = pipeline.run_cycle(ctx, pipeline.create_cycle(ctx, trigger="test", overrides=FAST))
     assert run2.status == "succeeded", run2.error
     steps2 = {s["name"]: s["metrics"] for s in run2.steps}
-    assert steps2["collect"]["samples"] == 32, "only feedback after the last run"
+    assert steps2["collect"]["samples"] == 48, "only feedback after the last run"
     assert steps2["train"]["parent_version"] == 1 and steps2["evaluate"]["serving_version"] == 1
     adapters, active, _ = state(ctx)
     assert [a.version for a in adapters] == [1, 2] and adapters[1].parent_version == 1

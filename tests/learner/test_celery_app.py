@@ -1,0 +1,72 @@
+"""The Celery app's reliability settings, its beat schedule, and the schedule's decision.
+
+The real worker is exercised in test_admin_api.py (embedded broker) and test_e2e_vllm.py
+(Redis); here: what the app is configured with, and `pipeline.scheduled_run`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from apprentice.broker import TASK_CYCLE, TASK_SCHEDULED, celery_options
+from apprentice.settings import Settings
+from feedback.db import transaction
+from feedback.queries import finish_run, set_run_dataset
+from learner import pipeline
+from learner.celery_app import make_app
+from tests.learner.synth import seed_feedback
+
+
+def test_the_worker_acks_late_one_task_at_a_time_with_a_visibility_timeout(
+    tmp_path: Path,
+) -> None:
+    settings = Settings(home=tmp_path, broker_url="redis://127.0.0.1:6379/9",
+                        learner_visibility_timeout_s=900, learner_queue="q1")  # fmt: skip
+    conf = make_app(settings).conf
+    assert conf.task_acks_late and conf.task_reject_on_worker_lost
+    assert conf.worker_prefetch_multiplier == 1 and conf.worker_concurrency == 1
+    assert conf.worker_pool == "solo" and conf.task_default_queue == "q1"
+    assert conf.broker_transport_options["visibility_timeout"] == 900
+    assert conf.broker_transport_options["unacked_restore_interval"] <= 900 / 5
+    embedded = celery_options(Settings(home=tmp_path))
+    assert embedded["broker_url"] == f"sqla+sqlite:///{tmp_path / 'broker.db'}"
+    assert embedded["broker_transport_options"] == {}
+
+
+def test_beat_sends_the_scheduled_cycle_every_interval(tmp_path: Path) -> None:
+    app = make_app(Settings(home=tmp_path, learner_interval_s=120, learner_queue="q2"))
+    entry = app.conf.beat_schedule["learner-cycle"]
+    assert (entry["task"], entry["schedule"], entry["options"]) == (
+        TASK_SCHEDULED, 120.0, {"queue": "q2"})  # fmt: skip
+    assert make_app(Settings(home=tmp_path, learner_interval_s=0)).conf.beat_schedule == {}
+
+
+def test_the_tasks_are_registered_by_name() -> None:
+    from learner import tasks  # noqa: F401  (registers them)
+    from learner.celery_app import app
+
+    names = {f"learner.{s}" for s in pipeline.STEPS} | {TASK_CYCLE, TASK_SCHEDULED}
+    assert names <= set(app.tasks)
+
+
+def test_the_schedule_waits_for_enough_new_feedback_and_for_a_running_cycle(
+    tmp_path: Path, sqlite_head_url: str, dev_model_dir: Path, dev_tokenizer: Any
+) -> None:
+    from feedback.db import make_engine, make_sessionmaker
+
+    settings = Settings(home=tmp_path, database_url=sqlite_head_url, learner_min_feedback=10,
+                        model_name=str(dev_model_dir))  # fmt: skip
+    engine = make_engine(sqlite_head_url)
+    ctx = pipeline.Context(settings, make_sessionmaker(engine))
+    seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 8)
+    assert pipeline.scheduled_run(ctx) is None  # 8 < 10 new outcomes
+    seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 4, seed=2)
+    run_id = pipeline.scheduled_run(ctx)
+    assert run_id is not None
+    assert pipeline.scheduled_run(ctx) is None  # that run is still queued
+    with transaction(ctx.db) as db:
+        set_run_dataset(db, run_id=run_id, dataset={"max_outcome_id": 10_000})
+        finish_run(db, run_id=run_id, status="succeeded")
+    assert pipeline.scheduled_run(ctx) is None  # done, and nothing new since
+    engine.dispose()
