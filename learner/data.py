@@ -71,11 +71,13 @@ def settled_outcome_id(db: Session, settle_s: float) -> int:
     return int(db.scalar(select(func.max(Outcome.id)).where(Outcome.server_time <= limit)) or 0)
 
 
-def new_outcome_count(db: Session, *, after_outcome_id: int) -> int:
-    """Decisive outcomes stored after the cursor (what the schedule's threshold counts)."""
+def new_outcome_count(db: Session, *, after_outcome_id: int, settle_s: float = 0.0) -> int:
+    """Decisive outcomes after the cursor and settled (what the schedule's threshold counts)."""
     kinds = sorted(DESIRABLE | UNDESIRABLE)
     query = select(func.count(Outcome.id)).where(
-        Outcome.id > after_outcome_id, Outcome.kind.in_(kinds)
+        Outcome.id > after_outcome_id,
+        Outcome.id <= settled_outcome_id(db, settle_s),
+        Outcome.kind.in_(kinds),
     )
     return int(db.scalar(query) or 0)
 

@@ -114,7 +114,9 @@ def scheduled_run(ctx: Context) -> int | None:
                 LearnerRun.status.in_(("queued", "running")), LearnerRun.created_at > recent
             )
         ).first()
-        fresh = new_outcome_count(db, after_outcome_id=training_cursor(db))
+        fresh = new_outcome_count(
+            db, after_outcome_id=training_cursor(db), settle_s=ctx.defaults.data.settle_s
+        )
     if busy is not None or fresh < ctx.settings.learner_min_feedback:
         log.info("no cycle: run %s in progress, %s new outcomes", busy, fresh)
         return None

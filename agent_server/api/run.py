@@ -1,7 +1,8 @@
 """Process entry points behind `apprentice serve`, `apprentice up` and `apprentice chat`.
 
     apprentice serve [--host H] [--port P]   # the agent server in uvicorn
-    apprentice up                             # + builds the dev model and the DB when missing
+    apprentice up                             # + builds the dev model and the DB when missing,
+                                              #   + the learner's worker and schedule
     apprentice chat "fix the typo in a.py" --workspace .
 
 uvicorn handles Ctrl-C / SIGTERM: open connections are closed, the backend and the database
@@ -82,9 +83,13 @@ def prepare_embedded(settings: Settings) -> None:
 
 
 def up(settings: Settings) -> None:
-    """Everything on embedded defaults. The learner worker joins in a later issue."""
+    """Everything on embedded defaults: the agent server here; the learner's worker and
+    schedule as child processes on the same broker (apprentice/learner_processes.py)."""
+    from apprentice.learner_processes import start_learner
+
     prepare_embedded(settings)
-    serve(settings)
+    with start_learner(settings):
+        serve(settings)
 
 
 @dataclass

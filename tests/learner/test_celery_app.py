@@ -15,6 +15,7 @@ from feedback.db import transaction
 from feedback.queries import finish_run, set_run_dataset
 from learner import pipeline
 from learner.celery_app import make_app
+from learner.config import DataConfig, LearnerConfig
 from tests.learner.synth import seed_feedback
 
 
@@ -58,7 +59,8 @@ def test_the_schedule_waits_for_enough_new_feedback_and_for_a_running_cycle(
     settings = Settings(home=tmp_path, database_url=sqlite_head_url, learner_min_feedback=10,
                         model_name=str(dev_model_dir))  # fmt: skip
     engine = make_engine(sqlite_head_url)
-    ctx = pipeline.Context(settings, make_sessionmaker(engine))
+    now = LearnerConfig(data=DataConfig(settle_s=0.0))  # count outcomes at once
+    ctx = pipeline.Context(settings, make_sessionmaker(engine), defaults=now)
     seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 8)
     assert pipeline.scheduled_run(ctx) is None  # 8 < 10 new outcomes
     seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 4, seed=2)
