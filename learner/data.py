@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from agent_server.models.devmodel.tokenizer import encode_chat
 from feedback.models import Adapter, LearnerRun, Outcome
 from feedback.queries import feedback_since
 from learner.config import DataConfig
@@ -114,7 +115,7 @@ def collect_samples(
             counts["empty"] += 1
             continue
         deciding = decisive[-1]
-        prompt_ids = s.prompt_token_ids or render_prompt(tokenizer, s.prompt_messages)
+        prompt_ids = s.prompt_token_ids or encode_chat(tokenizer, s.prompt_messages)
         samples.append(
             Sample(
                 suggestion_id=s.id,
@@ -161,12 +162,6 @@ def ensure_split(samples: list[Sample]) -> list[Sample]:
                 i = members[0] if want else members[-1]
                 out[i] = replace(out[i], heldout=want)
     return out
-
-
-def render_prompt(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]:
-    """Prompt ids as the backends make them: chat template to text, then encode it."""
-    text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    return list(tokenizer.encode(text, add_special_tokens=False))
 
 
 def write_snapshot(path: Path, samples: list[Sample]) -> None:

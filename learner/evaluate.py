@@ -38,7 +38,9 @@ from learner.kto import (
     class_weights,
     completion_logits,
     make_batch,
+    per_token_kl,
     preference_accuracy,
+    token_logprobs,
 )
 from learner.train import load_base
 
@@ -103,14 +105,12 @@ def score_adapters(
             )
             ref_logits = _logits(model, batch, adapter=None, peft=peft)
             pol_logits = _logits(model, batch, adapter=name if folder else None, peft=peft)
-            ref_lp, pol_lp = ref_logits.log_softmax(-1), pol_logits.log_softmax(-1)
-            targets = batch.input_ids[:, -batch.completion_mask.shape[1] :].unsqueeze(-1)
-            pick_ref = ref_lp.gather(-1, targets).squeeze(-1)
-            pick_pol = pol_lp.gather(-1, targets).squeeze(-1)
+            pick_ref = token_logprobs(ref_logits, batch)
+            pick_pol = token_logprobs(pol_logits, batch)
             reward = ((pick_pol - pick_ref) * batch.completion_mask).sum(-1)
             sign = torch.where(batch.desirable, 1.0, -1.0)
             per_sample = 1 - torch.sigmoid(config.beta * sign * reward)
-            kl = (pol_lp.exp() * (pol_lp - ref_lp)).sum(-1)  # [B, T]
+            kl = per_token_kl(pol_logits, ref_logits)  # [B, T]
             kls += kl[batch.completion_mask.bool()].tolist()
             rewards += reward.tolist()
             desirable += batch.desirable.tolist()

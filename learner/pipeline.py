@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from agent_server.models.deployments import deployment_backend, serving_adapter
 from apprentice.settings import Settings
 from feedback.db import transaction
 from feedback.models import Adapter, LearnerRun
@@ -37,7 +38,6 @@ from feedback.queries import (
     active_deployment,
     create_run,
     finish_run,
-    get_adapter,
     get_run,
     next_adapter_version,
     publish_adapter,
@@ -85,8 +85,6 @@ class Context:
 
     @property
     def deployment_backend(self) -> str:
-        from agent_server.models.deployments import deployment_backend
-
         return deployment_backend(self.settings.model_backend)
 
 
@@ -168,14 +166,6 @@ def _metrics_of(ctx: Context, run_id: int, name: str) -> dict[str, Any]:
         return dict(step.get("metrics") or {}) if step else {}
 
 
-def _serving(db: Session, backend: str) -> tuple[int | None, Path | None]:
-    active = active_deployment(db, backend=backend)
-    if active is None or active.adapter_version is None:
-        return None, None
-    row = get_adapter(db, version=active.adapter_version)
-    return active.adapter_version, (Path(row.path) if row is not None else None)
-
-
 # ---- the steps ------------------------------------------------------------------------------
 
 
@@ -220,7 +210,7 @@ def train(ctx: Context, run_id: int) -> dict[str, Any]:
 
         samples = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if not s.heldout]
         with transaction(ctx.db) as db:
-            parent_version, parent_dir = _serving(db, ctx.deployment_backend)
+            parent_version, parent_dir = serving_adapter(db, backend=ctx.deployment_backend)
         policy, used = make_policy(
             load_base(ctx.settings.model_name), config.train, parent_dir=parent_dir
         )
@@ -248,7 +238,7 @@ def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
         heldout = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if s.heldout]
         candidate = ctx.run_dir(run_id) / "candidate"
         with transaction(ctx.db) as db:
-            serving_version, serving_dir = _serving(db, ctx.deployment_backend)
+            serving_version, serving_dir = serving_adapter(db, backend=ctx.deployment_backend)
         finite = adapter_is_finite(candidate)
         scores = score_adapters(
             ctx.settings.model_name, heldout,

@@ -96,6 +96,16 @@ async def prune(backend: ModelBackend, keep: set[str]) -> list[str]:
     return dropped
 
 
+def serving_adapter(db: Session, *, backend: str) -> tuple[int | None, Path | None]:
+    """(version, folder) of the adapter `backend`'s active deployment names; (None, None):
+    the base model. The folder is None if the version has no adapter row."""
+    active = active_deployment(db, backend=backend)
+    if active is None or active.adapter_version is None:
+        return None, None
+    row = get_adapter(db, version=active.adapter_version)
+    return active.adapter_version, (Path(row.path) if row is not None else None)
+
+
 def rollback_to(db: Session, *, backend: str, version: int | None, reason: str) -> Deployment:
     """Make `version` (None: the base model) active, marking the current one rolled back."""
     if version is not None:
@@ -134,13 +144,9 @@ class DeploymentFollower:
         self._synced = False
         self._task: asyncio.Task[None] | None = None
 
-    def _wanted(self) -> tuple[int | None, str | None]:
+    def _wanted(self) -> tuple[int | None, Path | None]:
         with transaction(self.db) as db:
-            active = active_deployment(db, backend=self.backend_name)
-            if active is None or active.adapter_version is None:
-                return None, None
-            row = get_adapter(db, version=active.adapter_version)
-            return active.adapter_version, row.path if row is not None else None
+            return serving_adapter(db, backend=self.backend_name)
 
     async def sync_once(self) -> bool:
         """Follow the table now; True when the serving adapter changed."""

@@ -18,10 +18,11 @@ from typing import Any
 import torch
 from sqlalchemy.orm import Session, sessionmaker
 
+from agent_server.models.devmodel.tokenizer import encode_chat
 from feedback.db import transaction
 from feedback.queries import record_outcome, record_suggestion
 from learner.config import TrainConfig
-from learner.data import Sample, render_prompt
+from learner.data import Sample
 from learner.kto import completion_logits, make_batch, token_logprobs
 
 SNIPPETS = [
@@ -84,7 +85,7 @@ def make_samples(
                 suggestion_id=f"synth-{seed}-{i}",
                 desirable=desirable,
                 weight=1.0,
-                prompt_ids=render_prompt(tokenizer, prompt),
+                prompt_ids=encode_chat(tokenizer, prompt),
                 completion_ids=list(tokenizer.encode(text, add_special_tokens=False)),
                 behaviour_logprobs=[],
                 adapter_version=0,

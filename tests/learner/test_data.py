@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from agent_server.models.devmodel.tokenizer import encode_chat
 from feedback.db import transaction
 from feedback.queries import (
     create_run,
@@ -18,7 +19,7 @@ from feedback.queries import (
     set_run_dataset,
 )
 from learner.config import DataConfig
-from learner.data import collect_samples, ensure_split, new_outcome_count, render_prompt
+from learner.data import collect_samples, ensure_split, new_outcome_count
 from learner.data import training_cursor as cursor_of
 
 PROMPT = [{"role": "user", "content": "def add(a, b):"}]
@@ -93,7 +94,7 @@ def test_missing_prompt_ids_are_rebuilt_with_the_chat_template(
         sid = suggest(s, prompt_ids=False)
         outcome(s, sid, "rejected")
     (sample,), _ = collect(db, dev_tokenizer)
-    assert sample.prompt_ids == render_prompt(dev_tokenizer, PROMPT)
+    assert sample.prompt_ids == encode_chat(dev_tokenizer, PROMPT)
     text = dev_tokenizer.decode(sample.prompt_ids)
     assert text.startswith("<|im_start|>user\ndef add(a, b):") and text.endswith("assistant\n")
 
