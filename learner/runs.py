@@ -1,0 +1,177 @@
+"""A learner run's bookkeeping: the Context steps share, creating a run, starting and
+recording a step, failing or skipping a run, and the schedule's decision.
+
+    ctx = Context(settings, sessionmaker)
+    run_id = create_cycle(ctx, trigger="cli", overrides={"train": {"max_steps": 20}})
+    metrics = recorded_step(ctx, run_id, "train", body)   # body(config) -> metrics
+
+`recorded_step` makes every step safe to run again (a redelivered message): a step that
+already succeeded returns its recorded metrics, a step of a finished run does nothing.
+learner/pipeline.py holds the steps themselves. Nothing to run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from agent_server.models.deployments import deployment_backend
+from apprentice.settings import Settings
+from feedback.db import transaction
+from feedback.models import LearnerRun
+from feedback.queries import create_run, finish_run, get_run, start_run, update_run_step
+from learner.config import LearnerConfig
+from learner.deploy import Deployer, make_deployer, record_failed_deployment
+
+log = logging.getLogger(__name__)
+FINAL = ("succeeded", "failed", "skipped")
+Progress = Callable[[str, dict[str, Any]], None]  # (step, what happened)
+
+
+class StepFailed(Exception):
+    """An expected failure; the run fails with this reason (and these metrics)."""
+
+    def __init__(self, reason: str, metrics: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.metrics = metrics or {}
+
+
+class RunSkipped(Exception):
+    """Nothing to learn from yet: the run ends `skipped` with this reason."""
+
+
+@dataclass
+class Context:
+    """What every step needs; one per worker process."""
+
+    settings: Settings
+    db: sessionmaker[Session]
+    defaults: LearnerConfig = field(default_factory=LearnerConfig)
+    deployer: Callable[[Settings, Any], Deployer] = make_deployer
+    progress: Progress | None = None
+
+    def run_dir(self, run_id: int) -> Path:
+        return self.settings.home / "learner" / "runs" / f"run-{run_id}"
+
+    def report(self, step: str, info: dict[str, Any]) -> None:
+        if self.progress is not None:
+            self.progress(step, info)
+
+    @property
+    def deployment_backend(self) -> str:
+        return deployment_backend(self.settings.model_backend)
+
+
+def create_cycle(ctx: Context, *, trigger: str, overrides: dict[str, Any] | None = None) -> int:
+    """A queued run whose `config` is the full resolved LearnerConfig."""
+    config = ctx.defaults.with_overrides(overrides)
+    with transaction(ctx.db) as db:
+        return create_run(db, trigger=trigger, config=config.model_dump(mode="json")).id
+
+
+def scheduled_run(ctx: Context) -> int | None:
+    """What the schedule does: a queued run when `learner_min_feedback` decisive outcomes
+    arrived since the last successful run and no run is in progress; else None.
+
+    A run still queued or running after 5 visibility timeouts is taken for dead (its worker
+    was killed on a broker that does not redeliver) and no longer blocks the schedule.
+    """
+    from learner.data import new_outcome_count, training_cursor
+
+    window = 5 * ctx.settings.learner_visibility_timeout_s
+    recent = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=window)
+    with transaction(ctx.db) as db:
+        busy = db.scalars(
+            select(LearnerRun.id).where(
+                LearnerRun.status.in_(("queued", "running")), LearnerRun.created_at > recent
+            )
+        ).first()
+        fresh = new_outcome_count(
+            db, after_outcome_id=training_cursor(db), settle_s=ctx.defaults.data.settle_s
+        )
+    if busy is not None or fresh < ctx.settings.learner_min_feedback:
+        log.info("no cycle: run %s in progress, %s new outcomes", busy, fresh)
+        return None
+    return create_cycle(ctx, trigger="schedule")
+
+
+def run_config(run: LearnerRun) -> LearnerConfig:
+    """The run's config: its stored dict (full, or partial overrides from the admin API)
+    over the defaults. A bad value raises pydantic's ValidationError naming the field."""
+    return LearnerConfig().with_overrides(run.config or {})
+
+
+def _begin(ctx: Context, run_id: int, name: str) -> tuple[LearnerConfig, dict[str, Any] | None]:
+    """(config, None) for a step to run now; (config, metrics) for one to skip: it already
+    succeeded (its metrics), or the run is over ({"run_finished": status})."""
+    with transaction(ctx.db) as db:
+        run = get_run(db, run_id=run_id)
+        if run is None:
+            raise StepFailed(f"no learner run {run_id}")
+        done = next((s for s in run.steps if s["name"] == name), None)
+        if done is not None and done["status"] == "succeeded":
+            return run_config(run), dict(done.get("metrics") or {})
+        if run.status in FINAL:
+            return run_config(run), {"run_finished": run.status}
+        if run.status == "queued":
+            start_run(db, run_id=run_id)
+            run.config = run_config(run).model_dump(mode="json")  # record what it ran with
+        update_run_step(db, run_id=run_id, name=name, status="running")
+        return run_config(run), None
+
+
+def recorded_step(
+    ctx: Context, run_id: int, name: str, body: Callable[[LearnerConfig], dict[str, Any]]
+) -> dict[str, Any]:
+    config, recorded = _begin(ctx, run_id, name)
+    if recorded is not None:
+        return recorded  # a redelivery, or a step of a run that already ended
+    ctx.report(name, {"status": "running"})
+    metrics = body(config)
+    with transaction(ctx.db) as db:
+        update_run_step(db, run_id=run_id, name=name, status="succeeded", metrics=metrics)
+    ctx.report(name, {"status": "succeeded", **metrics})
+    return metrics
+
+
+def step_metrics(ctx: Context, run_id: int, name: str) -> dict[str, Any]:
+    with transaction(ctx.db) as db:
+        run = get_run(db, run_id=run_id)
+        step = next((s for s in (run.steps if run else []) if s["name"] == name), None)
+        return dict(step.get("metrics") or {}) if step else {}
+
+
+def fail_run(ctx: Context, run_id: int, step: str, reason: str,
+             metrics: dict[str, Any] | None = None) -> None:  # fmt: skip
+    """Record the step and the run as failed; a failed deploy also gets a `failed` row."""
+    with transaction(ctx.db) as db:
+        run = get_run(db, run_id=run_id)
+        if run is None or run.status in FINAL:
+            return
+        update_run_step(db, run_id=run_id, name=step, status="failed",
+                        metrics={**(metrics or {}), "error": reason[:2000]})  # fmt: skip
+        published = next((s for s in run.steps if s["name"] == "publish"), None)
+        version = (published or {}).get("metrics", {}).get("version")
+        finish_run(db, run_id=run_id, status="failed", adapter_version=version,
+                   error=f"{step}: {reason}"[:4000])  # fmt: skip
+    if step == "deploy":
+        record_failed_deployment(ctx.db, backend=ctx.deployment_backend, version=version,
+                                 reason=f"learner run {run_id}: {reason}")  # fmt: skip
+    ctx.report(step, {"status": "failed", "error": reason})
+
+
+def skip_run(ctx: Context, run_id: int, step: str, reason: str) -> None:
+    with transaction(ctx.db) as db:
+        run = get_run(db, run_id=run_id)
+        if run is None or run.status in FINAL:
+            return
+        update_run_step(db, run_id=run_id, name=step, status="skipped", metrics={"reason": reason})
+        finish_run(db, run_id=run_id, status="skipped", error=reason)
+    ctx.report(step, {"status": "skipped", "reason": reason})
