@@ -11,7 +11,7 @@ complete; a crash leaves only a `.tmp-*` folder, which nothing lists or deploys 
 A manifest (`apprentice-adapter.json`: version, run id, sha256 of each file) makes a
 redelivered publish step recognise its own folder and skip the copy. The database row is
 written by the pipeline after the rename (learner/pipeline.py).
-Tested in tests/learner/test_publish.py.
+Tested in tests/learner/test_pipeline.py (crashed publishes, redelivery).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ A step that already succeeded returns at once (a redelivered message); a transie
 (database, model server or broker unreachable) is retried `config.retries` times with
 exponential backoff; after that, or on any other error, the run is marked failed with the
 reason, and the chain stops (`Ignore`: nothing after a failed step runs). Tests:
-tests/learner/test_worker.py (real worker, real Redis) and test_e2e_vllm.py.
+tests/learner/test_admin_api.py (real worker, embedded broker) and test_e2e_vllm.py
+(real worker, Redis, SIGKILL redelivery).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@
   published version (or the base model).
 
 `deployment_backend(settings.model_backend)` is the `deployments.backend` name of a process's
-backend. Tested in tests/learner/test_follower.py and tests/learner/test_e2e_vllm.py.
+backend. Tested in tests/learner/test_admin_api.py (embedded) and test_e2e_vllm.py (vLLM).
 """
 
 from __future__ import annotations
