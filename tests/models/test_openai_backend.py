@@ -224,7 +224,7 @@ async def test_a_prompt_beyond_the_window_and_a_closed_backend_are_typed_errors(
 ) -> None:
     backend = OpenAIBackend(OpenAIConfig(base_url=vllm_server.base_url, model=vllm_server.model))
     window = await asyncio.to_thread(lambda: backend.context_window)
-    too_long = [{"role": "user", "content": "def f(): pass\n" * window}]  # >= 2 tokens a line
+    too_long = [{"role": "user", "content": "def f(): pass\n" * (4 * window)}]  # > 1 token a line
     with pytest.raises(ContextWindowExceeded, match="maximum context length"):
         await backend.complete(too_long, sampling=GREEDY)
     await backend.aclose()
