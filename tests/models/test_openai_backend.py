@@ -290,7 +290,9 @@ async def test_tools_are_sent_and_the_reply_parses(backend: OpenAIBackend, vllm_
         MESSAGES, tools=strict_tools, sampling=Sampling(max_tokens=48, temperature=0)
     )
     await forced.aclose()
-    assert re.match(r'<tool_call>\s*\{"name": "read_file"', reply.text), reply
+    # Either vLLM's hermes parser extracted a whole call, or the forced prefix is in the text.
+    parsed = [call.name for call in reply.tool_calls] == ["read_file"]
+    assert parsed or re.match(r'<tool_call>\s*\{"name": "read_file"', reply.text), reply
 
 
 def test_tool_calls_in_a_reply_become_ToolCalls() -> None:
