@@ -118,13 +118,17 @@ class GuidedRun:
 
     def mask_logits(self, logits: torch.Tensor) -> None:
         """Set to -inf (in place) the logits of every token that may not come next."""
+        if self._matcher.is_completed():
+            # After a complete document the grammar allows the stop tokens and nothing else;
+            # they keep the model's own logits, so the reported logprob is renormalised over
+            # them (as vLLM's masked sampler reports it), not a uniform guess.
+            stop_logits = logits[self._guide._stop_ids].clone()
+            logits.fill_(float("-inf"))
+            logits[self._guide._stop_ids] = stop_logits
+            return
         self._matcher.fill_next_token_bitmask(self._bitmask)
         xgr.apply_token_bitmask_inplace(logits.view(1, -1), self._bitmask)
         logits[self._guide._banned] = float("-inf")
-        if self._matcher.is_completed():
-            # After a complete document the grammar allows the stop tokens and nothing else.
-            logits.fill_(float("-inf"))
-            logits[self._guide._stop_ids] = 0.0
 
     def accept(self, token_id: int) -> None:
         if token_id in self._guide.stop_token_ids and self._matcher.is_completed():
