@@ -1,0 +1,293 @@
+// `AgentSession`: one agent session on an AgentConnection. It runs turns (user.message ->
+// turn.done), answers the agent's tool requests through the EditorHost's WorkspaceTools, asks
+// the host to review edits and approve commands, and sends edit outcomes idempotently
+// (a client_event_id kept across retries). Incoming messages are never blocked on the
+// person: reviews and approvals run concurrently with tool requests.
+
+import type { AgentConnection } from "./connection";
+import { ConnectionFailed, RequestTimeout, ServerError } from "./errors";
+import type { OutcomeTracker } from "./outcomes";
+import { answerToolRequest, type WorkspaceTools } from "./tools";
+import {
+  isMessage,
+  newEventId,
+  type AgentStep,
+  type AssistantDelta,
+  type CommandApprovalRequest,
+  type EditProposed,
+  type EditorContext,
+  type ErrorMessage,
+  type OutcomeAck,
+  type OutcomeKind,
+  type ServerMessage,
+  type SessionInfo,
+  type SessionMode,
+  type SummaryMade,
+  type TurnDone,
+} from "../protocol/messages";
+
+/** What the person decided about one edit proposal. */
+export type EditDecision = {
+  outcome: "accepted" | "rejected" | "partially_accepted";
+  acceptedHunks?: number[]; // Hunk.index values, for partially_accepted
+  reason?: string; // why it was rejected (reaches the model)
+};
+
+/** The editor, as the session sees it. */
+export interface EditorHost {
+  tools: WorkspaceTools;
+  /** Show the proposal and resolve once the person decided (may take minutes). */
+  reviewEdit(p: EditProposed): Promise<EditDecision>;
+  /** Ask the person whether to run the command. */
+  approveCommand(r: CommandApprovalRequest): Promise<boolean>;
+  /** When given, accepted edits are followed up (persisted / reverted / edited_after_accept):
+   * the session calls expectWrite on accept and noteWritten after the agent's write_file. */
+  outcomes?: OutcomeTracker;
+}
+
+export type SessionEvent =
+  | { kind: "delta"; message: AssistantDelta }
+  | { kind: "step"; message: AgentStep }
+  | { kind: "summary"; message: SummaryMade }
+  | { kind: "edit"; message: EditProposed }
+  | { kind: "edit_decided"; message: EditProposed; decision: EditDecision; ack?: OutcomeAck; error?: Error }
+  | { kind: "command"; message: CommandApprovalRequest; approved: boolean }
+  | { kind: "done"; message: TurnDone }
+  | { kind: "error"; message: ErrorMessage };
+
+export interface CreateOptions {
+  mode?: SessionMode;
+  title?: string;
+  workspace?: string;
+}
+
+export interface OutcomeExtra {
+  reason?: string;
+  acceptedLength?: number;
+  finalText?: string;
+  acceptedHunks?: number[];
+  clientEventId?: string; // reuse one to resend the same outcome (stored once)
+}
+
+const OUTCOME_ATTEMPTS = 3;
+const OUTCOME_TIMEOUT_MS = 15_000;
+
+/** Send one edit.outcome and await its outcome.ack. Retries on a timeout with the same
+ * client_event_id, so the server stores it once however often it arrives. */
+export async function sendOutcome(
+  conn: AgentConnection,
+  suggestionId: string,
+  outcome: OutcomeKind,
+  extra: OutcomeExtra = {},
+): Promise<OutcomeAck> {
+  const clientEventId = extra.clientEventId ?? newEventId();
+  const message = {
+    type: "edit.outcome" as const,
+    suggestion_id: suggestionId,
+    outcome,
+    client_event_id: clientEventId,
+    client_time: new Date().toISOString(),
+    ...(extra.reason !== undefined ? { reason: extra.reason } : {}),
+    ...(extra.acceptedHunks !== undefined ? { accepted_hunks: extra.acceptedHunks } : {}),
+    ...(extra.acceptedLength !== undefined ? { accepted_length: extra.acceptedLength } : {}),
+    ...(extra.finalText !== undefined ? { final_text: extra.finalText } : {}),
+  };
+  const isAck = (m: ServerMessage): m is OutcomeAck =>
+    m.type === "outcome.ack" && m.client_event_id === clientEventId;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await conn.request(message, isAck, OUTCOME_TIMEOUT_MS);
+    } catch (err) {
+      if (!(err instanceof RequestTimeout) || attempt >= OUTCOME_ATTEMPTS) throw err;
+    }
+  }
+}
+
+export class AgentSession {
+  private readonly listeners = new Set<(e: SessionEvent) => void>();
+  private readonly unsubscribe: Array<() => void> = [];
+  private turn?: { id: string; resolve: (d: TurnDone) => void; reject: (e: Error) => void };
+
+  private constructor(
+    readonly conn: AgentConnection,
+    readonly host: EditorHost,
+    public info: SessionInfo,
+  ) {
+    this.unsubscribe.push(conn.onMessage((m) => this.dispatch(m)));
+    this.unsubscribe.push(
+      conn.onClose(({ code }) => {
+        this.turn?.reject(new ConnectionFailed("closed", `The connection closed (${code}) during the turn.`));
+        this.turn = undefined;
+      }),
+    );
+  }
+
+  static async create(conn: AgentConnection, host: EditorHost, opts: CreateOptions = {}): Promise<AgentSession> {
+    const info = await conn.request({ type: "session.create", ...opts }, isMessage("session.info"));
+    return new AgentSession(conn, host, info);
+  }
+
+  static async resume(conn: AgentConnection, host: EditorHost, sessionId: string): Promise<AgentSession> {
+    const info = await conn.request({ type: "session.resume", session_id: sessionId }, isMessage("session.info"));
+    return new AgentSession(conn, host, info);
+  }
+
+  get id(): string {
+    return this.info.session_id;
+  }
+
+  /** True while a turn runs. */
+  get busy(): boolean {
+    return this.turn !== undefined;
+  }
+
+  onEvent(fn: (e: SessionEvent) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /** Run one turn; resolves with turn.done (whatever its status), rejects with ServerError
+   * when the server refuses the message (e.g. turn_in_progress) or ConnectionFailed. */
+  send(text: string, context?: EditorContext): Promise<TurnDone> {
+    if (this.turn) {
+      return Promise.reject(new ServerError("turn_in_progress", "A turn is already running; wait for it or cancel it."));
+    }
+    const id = newEventId();
+    return new Promise<TurnDone>((resolve, reject) => {
+      const finish = () => {
+        this.turn = undefined;
+      };
+      this.turn = {
+        id,
+        resolve: (d) => (finish(), resolve(d)),
+        reject: (e) => (finish(), reject(e)),
+      };
+      try {
+        this.conn.send({ type: "user.message", id, session_id: this.id, text, ...(context ? { context } : {}) });
+      } catch (err) {
+        this.turn.reject(err as Error);
+      }
+    });
+  }
+
+  /** Ask the server to stop the running turn; it ends with turn.done status cancelled. */
+  cancel(): void {
+    this.conn.send({ type: "cancel", id: newEventId(), session_id: this.id });
+  }
+
+  reportOutcome(suggestionId: string, outcome: OutcomeKind, extra: OutcomeExtra = {}): Promise<OutcomeAck> {
+    return sendOutcome(this.conn, suggestionId, outcome, extra);
+  }
+
+  /** Stop listening to the connection (the session stays stored on the server). */
+  dispose(): void {
+    for (const off of this.unsubscribe.splice(0)) off();
+    this.listeners.clear();
+  }
+
+  private emit(event: SessionEvent): void {
+    for (const fn of [...this.listeners]) {
+      try {
+        fn(event);
+      } catch {
+        // A listener's bug must not stop the protocol; the listener logs its own errors.
+      }
+    }
+  }
+
+  private dispatch(m: ServerMessage): void {
+    if (m.type === "error") {
+      if (this.turn && m.id === this.turn.id) {
+        this.turn.reject(new ServerError(m.code, m.message, m.session_id));
+      } else if (m.session_id === this.id) {
+        this.emit({ kind: "error", message: m });
+      }
+      return;
+    }
+    if (!("session_id" in m) || m.session_id !== this.id) return;
+    switch (m.type) {
+      case "assistant.delta":
+        this.emit({ kind: "delta", message: m });
+        break;
+      case "agent.step":
+        this.emit({ kind: "step", message: m });
+        break;
+      case "summary.made":
+        this.emit({ kind: "summary", message: m });
+        break;
+      case "tool.request":
+        void this.answerTool(m.request_id, m.method, m.params ?? {});
+        break;
+      case "command.approval.request":
+        void this.approve(m);
+        break;
+      case "edit.proposed":
+        this.emit({ kind: "edit", message: m });
+        void this.review(m);
+        break;
+      case "turn.done":
+        this.emit({ kind: "done", message: m });
+        this.turn?.resolve(m);
+        break;
+      default:
+        break;
+    }
+  }
+
+  private async answerTool(requestId: string, method: string, params: Record<string, unknown>): Promise<void> {
+    const reply = await answerToolRequest(this.host.tools, method, params);
+    if ("result" in reply && method === "write_file" && this.host.outcomes) {
+      this.host.outcomes.noteWritten(String(params.path), String(params.text));
+    }
+    this.trySend(() => this.conn.send({ type: "tool.result", request_id: requestId, ...reply }));
+  }
+
+  private async approve(r: CommandApprovalRequest): Promise<void> {
+    let approved = false;
+    try {
+      approved = await this.host.approveCommand(r);
+    } catch {
+      approved = false; // no answer from the person is a no
+    }
+    this.emit({ kind: "command", message: r, approved });
+    this.trySend(() =>
+      this.conn.send({
+        type: "command.approval.response",
+        request_id: r.request_id,
+        approved,
+        ...(approved ? {} : { reason: "The person declined to run this command." }),
+      }),
+    );
+  }
+
+  private async review(p: EditProposed): Promise<void> {
+    let decision: EditDecision;
+    try {
+      decision = await this.host.reviewEdit(p);
+    } catch (err) {
+      decision = { outcome: "rejected", reason: `The editor could not show the proposal: ${(err as Error).message}` };
+    }
+    if (decision.outcome !== "rejected" && this.host.outcomes) {
+      // Read before answering: the server writes the file only after it has the outcome.
+      const beforeText = await this.host.tools.readFile(p.path).catch(() => undefined);
+      this.host.outcomes.expectWrite({ suggestionId: p.suggestion_id, path: p.path, beforeText });
+    }
+    try {
+      const ack = await this.reportOutcome(p.suggestion_id, decision.outcome, {
+        reason: decision.reason,
+        acceptedHunks: decision.outcome === "partially_accepted" ? decision.acceptedHunks ?? [] : undefined,
+      });
+      this.emit({ kind: "edit_decided", message: p, decision, ack });
+    } catch (err) {
+      this.emit({ kind: "edit_decided", message: p, decision, error: err as Error });
+    }
+  }
+
+  private trySend(send: () => void): void {
+    try {
+      send();
+    } catch {
+      // The connection closed; onClose already failed the turn.
+    }
+  }
+}
