@@ -15,7 +15,7 @@
 // temp SQLite), APPRENTICE_E2E_ARTIFACTS (default <repo>/.artifacts/vscode-e2e),
 // APPRENTICE_CODE_SERVER (default <repo>/.cache/code-server/node_modules/.bin/code-server),
 // APPRENTICE_CHROMIUM (default /usr/bin/chromium), APPRENTICE_E2E_TIMEOUT_S (default 240).
-import { existsSync } from "node:fs";
+import { appendFileSync, existsSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -100,7 +100,10 @@ async function run() {
   running.browser = await launchBrowser(config.chromium);
   const page = await running.browser.newPage({ viewport: { width: 1600, height: 1000 } });
   running.page = page;
-  page.on("pageerror", (error) => step(`page error: ${error.message}`));
+  // Every frame's console (the workbench's and the chat webview's) goes to a file for failures.
+  const consoleLog = path.join(config.artifacts, "browser-console.log");
+  page.on("console", (message) => appendFileSync(consoleLog, `[${message.type()}] ${message.text()}\n`));
+  page.on("pageerror", (error) => appendFileSync(consoleLog, `[pageerror] ${error.stack || error.message}\n`));
   await openWorkbench(page, started.url, workspace);
   step("workbench loaded");
 
@@ -170,10 +173,11 @@ async function reportFailure(error) {
       .then(() => process.stderr.write(`[e2e] screenshot of the failure: ${failureShot}\n`))
       .catch((e) => process.stderr.write(`[e2e] no failure screenshot: ${e.message}\n`));
   }
-  for (const proc of [running.server, running.codeServer]) {
-    if (!proc) continue;
-    const log = await readFile(proc.logPath, "utf8").catch(() => "");
-    process.stderr.write(`\n[e2e] ---- ${proc.name} log (${proc.logPath}), last 6000 chars ----\n${log.slice(-6000)}\n`);
+  const logs = [running.server, running.codeServer].filter(Boolean).map((proc) => [proc.name, proc.logPath]);
+  logs.push(["browser console", path.join(config.artifacts, "browser-console.log")]);
+  for (const [name, logPath] of logs) {
+    const log = await readFile(logPath, "utf8").catch(() => "");
+    process.stderr.write(`\n[e2e] ---- ${name} log (${logPath}), last 6000 chars ----\n${log.slice(-6000)}\n`);
   }
 }
 
@@ -187,7 +191,7 @@ async function cleanUp() {
 async function clearOldArtifacts() {
   await mkdir(config.artifacts, { recursive: true });
   for (const name of await readdir(config.artifacts)) {
-    if (/^(chat-with-diff|after-accept|failure)\.png$|^(agent-server|code-server|apprentice-output-\d+)\.log$|^chat\.txt$/.test(name)) {
+    if (/^(chat-with-diff|after-accept|failure)\.png$|^(agent-server|code-server|browser-console|apprentice-output-\d+)\.log$|^chat\.txt$/.test(name)) {
       await rm(path.join(config.artifacts, name), { force: true });
     }
   }
