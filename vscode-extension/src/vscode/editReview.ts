@@ -1,0 +1,379 @@
+// Proposed edits waiting for the person (host.reviewEdit): each opens a diff editor between
+// the real file and a read-only "apprentice-proposal" document holding the proposed text,
+// with CodeLens (accept / reject the edit or one hunk) and line decorations on both sides.
+// The chat card buttons and the commands apprentice.acceptEdit / rejectEdit / acceptHunk /
+// rejectHunk / showDiff all end in the same ProposalReview, whose decision resolves the
+// pending reviewEdit promise.
+import * as vscode from "vscode";
+import { ProposalReview, applyHunks, parseHunk } from "../core/hunks";
+import type { EditDecision } from "../core/session";
+import type { EditProposed } from "../protocol/messages";
+import type { Log } from "./log";
+
+export const PROPOSAL_SCHEME = "apprentice-proposal";
+const CONTEXT_KEY = "apprentice.hasPendingEdit";
+
+/** Where one hunk sits in the real file (old) and in the proposal (new), 0-based lines. */
+export interface HunkPlace {
+  index: number;
+  oldStart: number;
+  oldCount: number;
+  newStart: number;
+  newCount: number;
+  removedLines: number[]; // in the real file
+  addedLines: number[]; // in the proposal
+}
+
+export interface PendingEdit {
+  proposal: EditProposed;
+  fileUri: vscode.Uri;
+  proposalUri: vscode.Uri;
+  proposedText: string;
+  review: ProposalReview;
+  places: HunkPlace[];
+  resolve: (d: EditDecision) => void;
+  createdAt: number;
+}
+
+/** What the chat shows about decisions (posted by the reviewer as they happen). */
+export interface ReviewListener {
+  hunkDecided(suggestionId: string, index: number, accepted: boolean): void;
+  editDecided(suggestionId: string, decision: EditDecision): void;
+  editExpired(suggestionId: string): void;
+}
+
+/** Lay the hunks out on both documents (the proposal has every hunk applied). */
+export function placeHunks(proposal: EditProposed): HunkPlace[] {
+  const parsed = proposal.hunks.map(parseHunk).sort((a, b) => a.oldStart - b.oldStart);
+  const places: HunkPlace[] = [];
+  let shift = 0; // new line index - old line index before the current hunk
+  for (const h of parsed) {
+    let oldLine = h.oldStart;
+    let newLine = h.oldStart + shift;
+    const place: HunkPlace = {
+      index: h.index,
+      oldStart: h.oldStart,
+      oldCount: 0,
+      newStart: newLine,
+      newCount: 0,
+      removedLines: [],
+      addedLines: [],
+    };
+    for (const { op } of h.lines) {
+      if (op === " ") {
+        oldLine++;
+        newLine++;
+        place.oldCount++;
+        place.newCount++;
+      } else if (op === "-") {
+        place.removedLines.push(oldLine++);
+        place.oldCount++;
+      } else {
+        place.addedLines.push(newLine++);
+        place.newCount++;
+      }
+    }
+    shift += place.newCount - place.oldCount;
+    places.push(place);
+  }
+  return places;
+}
+
+export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.CodeLensProvider, vscode.Disposable {
+  private readonly pending = new Map<string, PendingEdit>();
+  private readonly lensChanged = new vscode.EventEmitter<void>();
+  private readonly contentChanged = new vscode.EventEmitter<vscode.Uri>();
+  readonly onDidChangeCodeLenses = this.lensChanged.event;
+  readonly onDidChange = this.contentChanged.event;
+  private readonly removedDecoration: vscode.TextEditorDecorationType;
+  private readonly addedDecoration: vscode.TextEditorDecorationType;
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(
+    private readonly log: Log,
+    private readonly readText: (relPath: string) => Promise<string>,
+    private readonly fileUriOf: (relPath: string) => Promise<vscode.Uri>,
+    private readonly listener: ReviewListener,
+  ) {
+    this.removedDecoration = vscode.window.createTextEditorDecorationType({
+      isWholeLine: true,
+      backgroundColor: new vscode.ThemeColor("diffEditor.removedLineBackground"),
+      overviewRulerColor: new vscode.ThemeColor("editorOverviewRuler.deletedForeground"),
+      overviewRulerLane: vscode.OverviewRulerLane.Left,
+    });
+    this.addedDecoration = vscode.window.createTextEditorDecorationType({
+      isWholeLine: true,
+      backgroundColor: new vscode.ThemeColor("diffEditor.insertedLineBackground"),
+      overviewRulerColor: new vscode.ThemeColor("editorOverviewRuler.addedForeground"),
+      overviewRulerLane: vscode.OverviewRulerLane.Left,
+    });
+    this.disposables.push(
+      vscode.workspace.registerTextDocumentContentProvider(PROPOSAL_SCHEME, this),
+      vscode.languages.registerCodeLensProvider([{ scheme: "file" }, { scheme: PROPOSAL_SCHEME }], this),
+      vscode.window.onDidChangeVisibleTextEditors(() => this.decorate()),
+    );
+    void vscode.commands.executeCommand("setContext", CONTEXT_KEY, false);
+  }
+
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
+  get(suggestionId: string): PendingEdit | undefined {
+    return this.pending.get(suggestionId);
+  }
+
+  /** host.reviewEdit: show the proposal and resolve once every hunk is decided. */
+  async review(proposal: EditProposed): Promise<EditDecision> {
+    const current = await this.readText(proposal.path);
+    // Throws HunkError when the file changed since the server read it; the session turns
+    // that into a rejection whose reason tells the agent so.
+    const proposedText = applyHunks(current, proposal.hunks, proposal.hunks.map((h) => h.index));
+    const fileUri = await this.fileUriOf(proposal.path);
+    const proposalUri = vscode.Uri.from({
+      scheme: PROPOSAL_SCHEME,
+      path: "/" + proposal.path.replace(/^\/+/, ""),
+      query: proposal.suggestion_id,
+    });
+    const review = new ProposalReview(proposal.hunks);
+    const decided = new Promise<EditDecision>((resolve) => {
+      const edit: PendingEdit = {
+        proposal,
+        fileUri,
+        proposalUri,
+        proposedText,
+        review,
+        places: placeHunks(proposal),
+        resolve,
+        createdAt: Date.now(),
+      };
+      this.pending.set(proposal.suggestion_id, edit);
+      review.onDecided((d) => this.finish(edit, d));
+    });
+    this.changed();
+    this.log.info(`Edit proposed for ${proposal.path} (${proposal.hunks.length} hunk(s), suggestion ${proposal.suggestion_id}).`);
+    await this.showDiff(proposal.suggestion_id).catch((error) => this.log.error("Could not open the proposed diff", error));
+    return decided;
+  }
+
+  // ---- the person's decisions (commands, CodeLens, chat buttons) -----------------------
+
+  async acceptEdit(suggestionId?: string): Promise<void> {
+    const edit = this.target(suggestionId);
+    if (!edit) return;
+    const undecided = edit.review.hunkIndices.filter((i) => edit.review.decided(i) === undefined);
+    if (undecided.length === edit.review.hunks.length) edit.review.acceptAll();
+    else for (const index of undecided) this.decide(edit, index, true);
+  }
+
+  /** `reason` given (even "") = no question; otherwise ask (Escape = no reason, still rejects). */
+  async rejectEdit(suggestionId?: string, reason?: string): Promise<void> {
+    const edit = this.target(suggestionId);
+    if (!edit) return;
+    const undecided = edit.review.hunkIndices.filter((i) => edit.review.decided(i) === undefined);
+    const anyAccepted = edit.review.hunkIndices.some((i) => edit.review.decided(i) === true);
+    let why = reason;
+    if (why === undefined) {
+      why = await vscode.window.showInputBox({
+        title: `Reject the edit of ${edit.proposal.path}`,
+        prompt: "Why? (optional; the agent reads it. Escape rejects without a reason.)",
+        placeHolder: "e.g. keep the old name; the tests rely on it",
+        ignoreFocusOut: false,
+      });
+      if (!this.pending.has(edit.proposal.suggestion_id)) return; // decided meanwhile
+    }
+    const text = why?.trim() ? why.trim() : undefined;
+    if (text !== undefined) edit.review.setReason(text);
+    if (!anyAccepted && undecided.length === edit.review.hunks.length) edit.review.rejectAll(text);
+    else for (const index of undecided) this.decide(edit, index, false);
+  }
+
+  async decideHunk(accept: boolean, suggestionId?: string, index?: number): Promise<void> {
+    let edit: PendingEdit | undefined;
+    let hunk = index;
+    if (suggestionId !== undefined && index !== undefined) {
+      edit = this.pending.get(suggestionId);
+      if (!edit) return void vscode.window.showInformationMessage("That edit is no longer waiting for a decision.");
+    } else {
+      const found = this.hunkAtCursor();
+      if (!found) {
+        return void vscode.window.showInformationMessage(
+          "Put the cursor in a hunk of a proposed edit (or use the CodeLens above the hunk).",
+        );
+      }
+      [edit, hunk] = found;
+    }
+    if (hunk === undefined || !edit.review.hunkIndices.includes(hunk)) {
+      return void vscode.window.showErrorMessage(`The edit of ${edit.proposal.path} has no hunk ${hunk}.`);
+    }
+    this.decide(edit, hunk, accept);
+  }
+
+  async showDiff(suggestionId?: string): Promise<void> {
+    const edit = this.target(suggestionId);
+    if (!edit) return;
+    await vscode.commands.executeCommand(
+      "vscode.diff",
+      edit.fileUri,
+      edit.proposalUri,
+      `${edit.proposal.path} ↔ Apprentice proposal`,
+      { preview: false, preserveFocus: false },
+    );
+    this.decorate();
+  }
+
+  /** The turn ended or the connection closed: these edits can no longer be applied. */
+  expire(sessionId?: string): void {
+    for (const edit of [...this.pending.values()]) {
+      if (sessionId !== undefined && edit.proposal.session_id !== sessionId) continue;
+      this.pending.delete(edit.proposal.suggestion_id);
+      this.log.info(`The proposed edit of ${edit.proposal.path} expired undecided (the turn ended).`);
+      this.listener.editExpired(edit.proposal.suggestion_id);
+      void this.closeDiff(edit);
+    }
+    this.changed();
+  }
+
+  // ---- providers ---------------------------------------------------------------------------
+
+  provideTextDocumentContent(uri: vscode.Uri): string {
+    const edit = this.pending.get(uri.query);
+    if (edit) return edit.proposedText;
+    return "This Apprentice proposal is no longer pending (it was accepted, rejected or expired).\n";
+  }
+
+  provideCodeLenses(document: vscode.TextDocument): vscode.CodeLens[] {
+    const lenses: vscode.CodeLens[] = [];
+    for (const edit of this.pending.values()) {
+      const onProposal = document.uri.toString() === edit.proposalUri.toString();
+      if (!onProposal && document.uri.toString() !== edit.fileUri.toString()) continue;
+      const id = edit.proposal.suggestion_id;
+      const top = new vscode.Range(0, 0, 0, 0);
+      lenses.push(
+        new vscode.CodeLens(top, { title: "✓ Accept edit", command: "apprentice.acceptEdit", arguments: [id] }),
+        new vscode.CodeLens(top, { title: "✗ Reject edit", command: "apprentice.rejectEdit", arguments: [id] }),
+      );
+      for (const place of edit.places) {
+        const line = Math.min(Math.max(onProposal ? place.newStart : place.oldStart, 0), Math.max(document.lineCount - 1, 0));
+        const at = new vscode.Range(line, 0, line, 0);
+        const n = place.index + 1;
+        const state = edit.review.decided(place.index);
+        if (state === undefined) {
+          lenses.push(
+            new vscode.CodeLens(at, { title: `✓ Accept hunk ${n}`, command: "apprentice.acceptHunk", arguments: [id, place.index] }),
+            new vscode.CodeLens(at, { title: `✗ Reject hunk ${n}`, command: "apprentice.rejectHunk", arguments: [id, place.index] }),
+          );
+        } else {
+          lenses.push(new vscode.CodeLens(at, { title: `Hunk ${n} ${state ? "accepted" : "rejected"}`, command: "" }));
+        }
+      }
+    }
+    return lenses;
+  }
+
+  dispose(): void {
+    for (const d of this.disposables) d.dispose();
+    this.removedDecoration.dispose();
+    this.addedDecoration.dispose();
+    this.lensChanged.dispose();
+    this.contentChanged.dispose();
+    this.pending.clear(); // their reviewEdit promises stay unresolved: nothing wrong is sent
+  }
+
+  // ---- internals ---------------------------------------------------------------------------
+
+  private decide(edit: PendingEdit, index: number, accept: boolean): void {
+    edit.review.decideHunk(index, accept);
+    if (this.pending.has(edit.proposal.suggestion_id)) {
+      this.listener.hunkDecided(edit.proposal.suggestion_id, index, accept);
+      this.changed();
+    }
+  }
+
+  private finish(edit: PendingEdit, decision: EditDecision): void {
+    const id = edit.proposal.suggestion_id;
+    if (!this.pending.delete(id)) return;
+    this.log.info(
+      `Edit of ${edit.proposal.path} ${decision.outcome}` +
+        (decision.acceptedHunks ? ` (hunks ${decision.acceptedHunks.join(", ")})` : "") +
+        (decision.reason ? ` — reason: ${decision.reason}` : "") +
+        ".",
+    );
+    this.listener.editDecided(id, decision);
+    edit.resolve(decision);
+    this.changed();
+    void this.closeDiff(edit);
+  }
+
+  /** The explicit edit, else the one shown in the active editor, else the newest. */
+  private target(suggestionId?: string): PendingEdit | undefined {
+    if (suggestionId !== undefined) {
+      const edit = this.pending.get(suggestionId);
+      if (!edit) void vscode.window.showInformationMessage("That edit is no longer waiting for a decision.");
+      return edit;
+    }
+    const active = vscode.window.activeTextEditor?.document.uri.toString();
+    const all = [...this.pending.values()];
+    const shown = all.find((e) => e.fileUri.toString() === active || e.proposalUri.toString() === active);
+    const edit = shown ?? all.sort((a, b) => b.createdAt - a.createdAt)[0];
+    if (!edit) void vscode.window.showInformationMessage("No Apprentice edit is waiting for a decision.");
+    return edit;
+  }
+
+  private hunkAtCursor(): [PendingEdit, number] | undefined {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) return undefined;
+    const uri = editor.document.uri.toString();
+    const line = editor.selection.active.line;
+    for (const edit of this.pending.values()) {
+      const onProposal = uri === edit.proposalUri.toString();
+      if (!onProposal && uri !== edit.fileUri.toString()) continue;
+      for (const p of edit.places) {
+        const start = onProposal ? p.newStart : p.oldStart;
+        const count = onProposal ? p.newCount : p.oldCount;
+        if (line >= start && line < start + Math.max(count, 1)) return [edit, p.index];
+      }
+    }
+    return undefined;
+  }
+
+  private changed(): void {
+    void vscode.commands.executeCommand("setContext", CONTEXT_KEY, this.pending.size > 0);
+    this.lensChanged.fire();
+    this.decorate();
+  }
+
+  /** Removed lines on the real file, added lines on the proposal, for undecided hunks. */
+  private decorate(): void {
+    for (const editor of vscode.window.visibleTextEditors) {
+      const uri = editor.document.uri.toString();
+      const removed: vscode.Range[] = [];
+      const added: vscode.Range[] = [];
+      for (const edit of this.pending.values()) {
+        const onProposal = uri === edit.proposalUri.toString();
+        const onFile = uri === edit.fileUri.toString();
+        if (!onProposal && !onFile) continue;
+        for (const p of edit.places) {
+          if (edit.review.decided(p.index) !== undefined) continue;
+          if (onFile) for (const l of p.removedLines) removed.push(new vscode.Range(l, 0, l, 0));
+          if (onProposal) for (const l of p.addedLines) added.push(new vscode.Range(l, 0, l, 0));
+        }
+      }
+      editor.setDecorations(this.removedDecoration, removed);
+      editor.setDecorations(this.addedDecoration, added);
+    }
+  }
+
+  /** Close the diff tab of a decided or expired proposal. */
+  private async closeDiff(edit: PendingEdit): Promise<void> {
+    const wanted = edit.proposalUri.toString();
+    const tabs = vscode.window.tabGroups.all
+      .flatMap((g) => g.tabs)
+      .filter((t) => t.input instanceof vscode.TabInputTextDiff && t.input.modified.toString() === wanted);
+    try {
+      if (tabs.length) await vscode.window.tabGroups.close(tabs, true);
+    } catch (error) {
+      this.log.error("Could not close the proposal's diff", error);
+    }
+  }
+}
