@@ -53,7 +53,7 @@ export class OutcomeTracker {
   private readonly expectWriteMs: number;
   private readonly timers: Timers;
   private readonly handles = new Set<unknown>();
-  private readonly expected = new Map<string, { suggestionId: string; beforeText: string | undefined; handle: unknown }>();
+  private readonly expected = new Map<string, { suggestionId: string; path: string; beforeText: string | undefined; handle: unknown }>();
   private disposed = false;
 
   constructor(private readonly opts: OutcomeTrackerOptions) {
@@ -84,7 +84,7 @@ export class OutcomeTracker {
     const old = this.expected.get(key);
     if (old) this.timers.clearTimeout(old.handle);
     const handle = this.timers.setTimeout(() => this.expected.delete(key), this.expectWriteMs);
-    this.expected.set(key, { suggestionId: e.suggestionId, beforeText: e.beforeText, handle });
+    this.expected.set(key, { suggestionId: e.suggestionId, path: e.path, beforeText: e.beforeText, handle });
   }
 
   /** The agent wrote `text` to `path`. Starts tracking when an accept was waiting for it;
@@ -95,7 +95,8 @@ export class OutcomeTracker {
     if (!waiting) return undefined;
     this.expected.delete(key);
     this.timers.clearTimeout(waiting.handle);
-    const followUp = this.track({ suggestionId: waiting.suggestionId, path, beforeText: waiting.beforeText, acceptedText: text });
+    // Read back the path as the proposal named it (the write may spell it differently).
+    const followUp = this.track({ suggestionId: waiting.suggestionId, path: waiting.path, beforeText: waiting.beforeText, acceptedText: text });
     this.lastFollowUp.set(waiting.suggestionId, followUp);
     return followUp;
   }
