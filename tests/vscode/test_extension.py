@@ -1,0 +1,56 @@
+"""The VS Code extension's Node tests, run from pytest: the unit tests (`npm test`) and the
+integration test of its core against the real agent server on a fresh PostgreSQL database
+(`npm run test:integration`, vscode-extension/test/integration/session.test.ts).
+
+Both assume scripts/extension.sh has run (node_modules installed).
+Run: .venv/bin/python -m pytest tests/vscode/test_extension.py -q
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EXTENSION = REPO / "vscode-extension"
+NPM_TIMEOUT_S = 300
+
+
+def run_npm(script: list[str], env: dict[str, str] | None = None) -> None:
+    if not (EXTENSION / "node_modules" / ".bin" / "esbuild").exists():
+        pytest.fail(f"{EXTENSION / 'node_modules'} is missing: run scripts/extension.sh first")
+    npm = shutil.which("npm")
+    if npm is None:
+        pytest.fail("npm is not on PATH; install Node.js 20+ (scripts/extension.sh needs it too)")
+    done = subprocess.run(
+        [npm, *script],
+        cwd=EXTENSION,
+        env=os.environ | (env or {}),
+        capture_output=True,
+        text=True,
+        timeout=NPM_TIMEOUT_S,
+    )
+    if done.returncode != 0:
+        pytest.fail(
+            f"npm {' '.join(script)} failed (rc {done.returncode}):\n"
+            f"--- stdout ---\n{done.stdout[-20000:]}\n--- stderr ---\n{done.stderr[-10000:]}"
+        )
+    assert "# fail 0" in done.stdout, done.stdout[-5000:]
+    assert "# tests 0\n" not in done.stdout, f"npm {' '.join(script)} ran no tests"
+
+
+def test_unit_tests_pass() -> None:
+    run_npm(["test"])
+
+
+@pytest.mark.postgres
+def test_integration_with_the_real_server_on_postgres(pg_head_url: str) -> None:
+    run_npm(
+        ["run", "test:integration"],
+        {"APPRENTICE_PYTHON": sys.executable, "APPRENTICE_TEST_DATABASE_URL": pg_head_url},
+    )
