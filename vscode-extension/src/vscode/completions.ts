@@ -123,6 +123,7 @@ export class InlineCompletions implements vscode.InlineCompletionItemProvider, v
       this.log.warn(`Completion ${outcome} not reported (offline).`);
       return;
     }
+    this.log.info(`Completion ${id}: ${outcome}${extra.acceptedLength !== undefined ? ` (${extra.acceptedLength} characters)` : ""}.`);
     sendOutcome(conn, id, outcome, { acceptedLength: extra.acceptedLength, reason: extra.reason }).catch((error) =>
       this.log.error(`Reporting completion ${outcome} failed`, error),
     );
