@@ -130,7 +130,23 @@ async function run() {
   if (!tabTitles.some((title) => title.includes("Apprentice proposal"))) {
     throw new Error(`a diff editor opened but no tab is titled "… Apprentice proposal" (tabs: ${JSON.stringify(tabTitles)})`);
   }
-  step("diff editor open");
+  // Monaco draws the two sides a moment after the editor appears; wait for their text so the
+  // screenshot shows the diff, and check it is the proposal (view lines use no-break spaces).
+  const sideText = async (side) =>
+    (await diffEditor.locator(`.editor.${side} .view-lines`).innerText()).replace(/\u00a0/g, " ");
+  await waitFor("the diff editor to show x = 1 -> x = 2", async () =>
+    (await sideText("original")).includes("x = 1") && (await sideText("modified")).includes("x = 2"),
+  { timeoutMs: 20_000 }).catch(async (error) => {
+    throw new Error(`${error.message} (original: ${JSON.stringify(await sideText("original").catch(() => "?"))}, ` +
+      `modified: ${JSON.stringify(await sideText("modified").catch(() => "?"))})`);
+  });
+  step("diff editor open and drawn");
+  const codeLenses = diffEditor.locator(".codelens-decoration", { hasText: "Accept edit" });
+  await codeLenses.first().waitFor({ state: "visible", timeout: 20_000 }).catch(async () => {
+    const shown = await diffEditor.locator(".codelens-decoration").allInnerTexts().catch(() => []);
+    throw new Error(`no "Accept edit" CodeLens in the diff editor (CodeLens shown: ${JSON.stringify(shown)})`);
+  });
+  step(`CodeLens: ${(await diffEditor.locator(".codelens-decoration").first().innerText()).replace(/\s+/g, " ")}`);
   const screenshot = path.join(config.artifacts, "chat-with-diff.png");
   await page.screenshot({ path: screenshot });
   step(`screenshot ${screenshot}`);
