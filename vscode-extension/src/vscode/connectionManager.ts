@@ -160,10 +160,11 @@ export class ConnectionManager implements vscode.Disposable {
     conn.onProtocolViolation((violation) => this.log.error("Protocol error (frame dropped)", violation));
     conn.onClose(({ code, reason }) => {
       this.log.warn(`Connection closed (${code}${reason ? ` ${reason}` : ""}).`);
-      if (this.conn === conn) this.conn = undefined;
+      const current = this.conn === conn; // false: reconnect() already let go of it on purpose
+      if (current) this.conn = undefined;
       this.disconnectEmitter.fire(conn);
-      if (this.disposed) return;
-      if (!this.connection) {
+      if (this.disposed || !current) return;
+      if (!this.connection && !this.connecting) {
         this.setState("offline", { serverUrl: conn.url, problem: "The server went away; reconnecting." });
         this.scheduleRetry();
       }
