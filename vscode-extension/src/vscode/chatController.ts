@@ -21,6 +21,7 @@ export class ChatController implements ReviewListener, vscode.Disposable {
   private offSession: (() => void) | undefined;
   private readonly transcript = new Transcript();
   private busy = false;
+  private turnSeq = 0; // which send() owns `busy`
   private view: ChatViewProvider | undefined;
   private readonly disposables: vscode.Disposable[] = [];
 
@@ -92,17 +93,21 @@ export class ChatController implements ReviewListener, vscode.Disposable {
       return;
     }
     this.setBusy(true);
+    const turn = ++this.turnSeq;
     let session: AgentSession | undefined;
     try {
       session = await this.ensureSession(text);
       const context = currentEditorContext();
       await session.send(text, context);
     } catch (error) {
+      if (turn !== this.turnSeq) return; // abandoned by New session: nobody is waiting for it
       this.log.error("The turn failed", error);
       this.post({ type: "error", message: turnError(error) });
     } finally {
-      this.setBusy(false);
-      if (session) this.reviewer().expire(session.id);
+      if (turn === this.turnSeq) {
+        this.setBusy(false);
+        if (session) this.reviewer().expire(session.id);
+      }
     }
   }
 
@@ -118,7 +123,11 @@ export class ChatController implements ReviewListener, vscode.Disposable {
 
   /** Forget the session (it stays stored on the server) and clear the chat. */
   async newSession(): Promise<void> {
-    if (this.busy) this.cancel();
+    if (this.busy) {
+      this.cancel();
+      this.turnSeq++; // the running send() resolves into nothing once its session is dropped
+      this.setBusy(false);
+    }
     this.dropSession();
     this.sessionId = undefined;
     this.reviewer().expire();
