@@ -150,7 +150,9 @@ def model_build_dev(
         Path | None, typer.Option(help="Output folder (default: $APPRENTICE_HOME/models/dev).")
     ] = None,
     steps: Annotated[int, typer.Option(min=0, help="Continued-pretraining steps.")] = 300,
-    seed: Annotated[int, typer.Option(help="Random seed; the same seed builds the same model.")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Random seed; the same seed builds the same model.")
+    ] = 0,
 ) -> None:
     """Build the small real dev model: a BPE tokenizer and a tiny Llama, trained on code."""
     from agent_server.models.devmodel import run_build_dev

@@ -1,1 +1,1 @@
-"""The agent harness: loop, tools, edit application, workspaces, summarizer. No web framework here."""
+"""The agent harness: loop, tools, edit application, workspaces, summarizer; no web framework."""

@@ -1,1 +1,1 @@
-"""Model backends behind the `ModelBackend` protocol (base.py): the only code that talks to a model."""
+"""Model backends behind the `ModelBackend` protocol (base.py): the only code that calls a model."""

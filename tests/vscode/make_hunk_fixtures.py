@@ -22,7 +22,10 @@ lines20 = "".join(f"line {i}\n" for i in range(20))
 
 CASES = {
     "one line changed": ("x = 1\n", "x = 2\n"),
-    "two far-apart hunks": (lines20, lines20.replace("line 2\n", "LINE 2\n").replace("line 17\n", "LINE 17\n")),
+    "two far-apart hunks": (
+        lines20,
+        lines20.replace("line 2\n", "LINE 2\n").replace("line 17\n", "LINE 17\n"),
+    ),
     "three hunks with insertion and deletion": (
         lines20,
         "header\n" + lines20.replace("line 9\n", "").replace("line 19\n", "line 19\nline 20\n"),
@@ -34,7 +37,10 @@ CASES = {
     "whole file deleted": ("one\ntwo\n", ""),
     "unicode line separators": ("a\u2028b\nc\x0cd\n", "a\u2028B\nc\x0cd\nz\n"),
     "lone carriage returns": ("a\rb\rc\n", "a\rX\rc\n"),
-    "adjacent changes merge into one hunk": (lines20, lines20.replace("line 5\n", "5\n").replace("line 8\n", "8\n")),
+    "adjacent changes merge into one hunk": (
+        lines20,
+        lines20.replace("line 5\n", "5\n").replace("line 8\n", "8\n"),
+    ),
     "emoji and astral text": ("s = '😀'\nt = 1\n", "s = '😃'\nt = 1\n"),
 }
 
@@ -58,7 +64,10 @@ def main() -> None:
             "hunks": [{"index": h.index, "header": h.header, "diff": h.diff} for h in hunks],
             "applied": applied,
         })  # fmt: skip
-    OUT.write_text(json.dumps({"generated_by": "tests/vscode/make_hunk_fixtures.py", "cases": cases}, indent=1) + "\n")
+    OUT.write_text(
+        json.dumps({"generated_by": "tests/vscode/make_hunk_fixtures.py", "cases": cases}, indent=1)
+        + "\n"
+    )
     print(f"wrote {len(cases)} cases to {OUT}")
 
 
