@@ -1,10 +1,13 @@
 """The VS Code extension end to end: real code-server, headless Chromium, real agent server.
 
 vscode-extension/test/e2e/code-server.e2e.mjs installs the packaged extension into
-code-server, opens the chat in Chromium, asks for an edit (the scripted server proposes a.py
-`x = 1` -> `x = 2`), accepts it from the chat's edit card and checks the file on disk. This
-test runs it against a fresh PostgreSQL database and then reads the database: the accept the
-person clicked in the browser must be stored as an `accepted` outcome of that suggestion.
+code-server and drives one chat in Chromium through two turns (tests/vscode/e2e_script.json):
+an edit of a.py accepted from its card; then an edit of b.py with two hunks, hunk 1 accepted by
+its CodeLens and hunk 2 rejected on the card, and an edit of c.py rejected with a typed reason.
+It checks the files on disk. This test runs it against a fresh PostgreSQL database and then
+reads the database: each decision the person clicked in the browser must be stored as that
+suggestion's outcome (`accepted`; `partially_accepted` with accepted_part [0]; `rejected`
+with the reason).
 
 Needs: scripts/code-server.sh (code-server in .cache/code-server), scripts/extension.sh (the
 .vsix and node_modules with playwright-core), scripts/system-deps.sh (chromium).
@@ -46,7 +49,26 @@ def require_prerequisites() -> None:
         pytest.fail("chromium is missing: run scripts/system-deps.sh")
 
 
-def test_accept_an_edit_in_code_server_is_recorded(pg_head_url: str, tmp_path: Path) -> None:
+def outcomes_of(db: Session, suggestion_id: str, file_path: str) -> list[Outcome]:
+    suggestion = db.get(Suggestion, suggestion_id)
+    assert suggestion is not None, f"no suggestion {suggestion_id} ({file_path}) in the database"
+    assert (suggestion.kind, suggestion.file_path) == ("edit", file_path)
+    return list(
+        db.scalars(
+            select(Outcome).where(Outcome.suggestion_id == suggestion_id).order_by(Outcome.id)
+        ).all()
+    )
+
+
+def only_decision(outcomes: list[Outcome], suggestion_id: str) -> Outcome:
+    """The one decision among a suggestion's outcomes (follow-ups like `persisted` aside)."""
+    decisions = [o for o in outcomes if o.kind in ("accepted", "partially_accepted", "rejected")]
+    kinds = [o.kind for o in outcomes]
+    assert len(decisions) == 1, f"suggestion {suggestion_id} has outcomes {kinds}, not one decision"
+    return decisions[0]
+
+
+def test_edit_decisions_in_code_server_are_recorded(pg_head_url: str, tmp_path: Path) -> None:
     require_prerequisites()
     artifacts = REPO / ".artifacts" / "vscode-e2e"
     env = os.environ | {
@@ -66,26 +88,29 @@ def test_accept_an_edit_in_code_server_is_recorded(pg_head_url: str, tmp_path: P
         f"the e2e script failed (rc {done.returncode}); artifacts in {artifacts}:\n"
         f"{done.stderr[-8000:]}"
     )
-    assert (artifacts / "chat-with-diff.png").stat().st_size > 10_000, "the screenshot is empty"
+    for screenshot in ("chat-with-diff.png", "hunk-1-accepted.png", "partial-decision.png"):
+        assert (artifacts / screenshot).stat().st_size > 10_000, f"{screenshot} is empty"
 
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert lines, f"the e2e script printed no result on stdout:\n{done.stdout}"
     result = json.loads(lines[-1])
-    suggestion_id = result["suggestion_id"]
+    accepted_id = result["suggestion_id"]
+    partial_id = result["partial"]["suggestion_id"]
+    rejected_id = result["rejected"]["suggestion_id"]
+    typed_reason = result["rejected"]["reason"]
+    assert len({accepted_id, partial_id, rejected_id}) == 3, result
     assert "Apprentice" in result["status_bar"]
 
     engine = make_engine(pg_head_url)
     try:
         with Session(engine) as db:
-            suggestion = db.get(Suggestion, suggestion_id)
-            assert suggestion is not None, f"no suggestion {suggestion_id} in the database"
-            assert suggestion.kind == "edit"
-            assert suggestion.file_path == "a.py"
-            outcomes = db.scalars(
-                select(Outcome).where(Outcome.suggestion_id == suggestion_id).order_by(Outcome.id)
-            ).all()
+            accepted = only_decision(outcomes_of(db, accepted_id, "a.py"), accepted_id)
+            partial = only_decision(outcomes_of(db, partial_id, "b.py"), partial_id)
+            rejected = only_decision(outcomes_of(db, rejected_id, "c.py"), rejected_id)
     finally:
         engine.dispose()
-    kinds = [outcome.kind for outcome in outcomes]
-    assert "accepted" in kinds, f"suggestion {suggestion_id} has outcomes {kinds}, no accepted"
-    assert "rejected" not in kinds, kinds
+    assert accepted.kind == "accepted"
+    assert partial.kind == "partially_accepted"
+    assert partial.accepted_part == [0], f"hunks stored as accepted: {partial.accepted_part}"
+    assert rejected.kind == "rejected"
+    assert typed_reason and rejected.reason == typed_reason

@@ -3,11 +3,14 @@
 //   node vscode-extension/test/e2e/code-server.e2e.mjs
 //
 // Starts the scripted agent server (tests/vscode/scripted_server.py with tests/vscode/
-// e2e_script.json: one edit of a.py `x = 1` -> `x = 2`, then finish), installs the .vsix into a
-// throwaway code-server profile, opens a temp workspace in Chromium, runs "Apprentice: Open
-// Chat", sends a prompt in the chat webview, waits for the edit card and the diff editor, takes
-// a screenshot, accepts the edit from the card, and checks a.py on disk, the end of the turn and
-// the status bar. Prints {"suggestion_id": ...} as the last stdout line; progress goes to stderr.
+// e2e_script.json), installs the .vsix into a throwaway code-server profile, opens a temp
+// workspace in Chromium and runs "Apprentice: Open Chat". Turn 1: a prompt, the edit card and
+// diff editor for a.py `x = 1` -> `x = 2`, a screenshot, Accept edit on the card, a.py checked
+// on disk, the end of the turn, the status bar. Turn 2, in the same chat (editDecisions.mjs): a
+// two-hunk edit of b.py decided hunk by hunk (CodeLens accept, card reject -> partially
+// accepted, only hunk 1 on disk, a screenshot), then an edit of c.py rejected with a typed
+// reason. Prints {"suggestion_id", "partial", "rejected", ...} as the last stdout line, for
+// tests/vscode/test_code_server.py to look up in the database; progress goes to stderr.
 // Exit 0 on success, 1 with the reason (plus failure.png and the logs) otherwise.
 //
 // Environment: APPRENTICE_E2E_VSIX (default vscode-extension/dist/apprentice.vsix),
@@ -24,6 +27,7 @@ import { fileURLToPath } from "node:url";
 import {
   collectExtensionLogs, codeServerEnv, installExtension, prepareUserData, startCodeServer,
 } from "./codeServer.mjs";
+import { secondTurn, WORKSPACE_FILES } from "./editDecisions.mjs";
 import { readJsonLine, startProcess, stopProcess, waitFor, withTimeout } from "./processes.mjs";
 import { findFrameWith, launchBrowser, openWorkbench, runPaletteCommand, statusBarTexts } from "./workbench.mjs";
 
@@ -84,7 +88,7 @@ async function run() {
   const userData = path.join(tmp, "user-data");
   const extensions = path.join(tmp, "extensions");
   await mkdir(workspace, { recursive: true });
-  await writeFile(path.join(workspace, "a.py"), "x = 1\n");
+  for (const [name, text] of Object.entries(WORKSPACE_FILES)) await writeFile(path.join(workspace, name), text);
   await prepareUserData(userData, ready.ws_url);
   const csEnv = codeServerEnv(env, { token: ready.token, stateDir: tmp });
 
@@ -176,9 +180,16 @@ async function run() {
   });
   step(`status bar: ${statusBar}`);
 
-  await writeFile(path.join(config.artifacts, "chat.txt"), await chat.locator("#messages").innerText());
   await page.screenshot({ path: path.join(config.artifacts, "after-accept.png") });
-  return { suggestion_id: suggestionId, status_bar: statusBar, done: doneText, screenshot };
+
+  const second = await secondTurn({ page, chat, workspace, artifacts: config.artifacts, step });
+  const errorsAfter = await chat.locator(".msg.error").allInnerTexts();
+  if (errorsAfter.length) throw new Error(`the chat shows errors after the second turn: ${JSON.stringify(errorsAfter)}`);
+  await writeFile(path.join(config.artifacts, "chat.txt"), await chat.locator("#messages").innerText());
+  return {
+    suggestion_id: suggestionId, status_bar: statusBar, done: doneText, screenshot,
+    partial: second.partial, rejected: second.rejected, second_done: second.done,
+  };
 }
 
 async function reportFailure(error) {
@@ -207,7 +218,7 @@ async function cleanUp() {
 async function clearOldArtifacts() {
   await mkdir(config.artifacts, { recursive: true });
   for (const name of await readdir(config.artifacts)) {
-    if (/^(chat-with-diff|after-accept|failure)\.png$|^(agent-server|code-server|browser-console|apprentice-output-\d+)\.log$|^chat\.txt$/.test(name)) {
+    if (/^(chat-with-diff|after-accept|hunk-1-accepted|partial-decision|failure)\.png$|^(agent-server|code-server|browser-console|apprentice-output-\d+)\.log$|^chat\.txt$/.test(name)) {
       await rm(path.join(config.artifacts, name), { force: true });
     }
   }
