@@ -3,7 +3,8 @@
 // every server-provided string goes through textContent, never innerHTML.
 // DOM contract (the end-to-end test depends on it): textarea#prompt, button#send,
 // button#new-session, div#messages holding .msg.user / .msg.assistant / .msg.step /
-// .msg.summary / .msg.done / .msg.error and div.edit-card[data-suggestion-id].
+// .msg.summary / .msg.done / .msg.error and div.edit-card[data-suggestion-id] (which may hold
+// a div.notice, e.g. when the file changed since the agent read it).
 (function () {
   "use strict";
   const vscode = acquireVsCodeApi();
@@ -181,6 +182,19 @@
     append(card);
   }
 
+  // A note on a card (the file changed under the proposal): shown above its diff.
+  function editNotice(m) {
+    const card = cardFor(m.suggestionId);
+    if (!card) return;
+    let notice = card.querySelector("div.notice");
+    if (!notice) {
+      notice = el("div", "notice");
+      notice.setAttribute("role", "note");
+      card.insertBefore(notice, card.querySelector("pre.diff"));
+    }
+    notice.textContent = m.text;
+  }
+
   function hunkDecided(m) {
     const card = cardFor(m.suggestionId);
     if (!card) return;
@@ -232,6 +246,7 @@
       case "error": addMessage("error", m.message); break;
       case "info": addMessage("info", m.text); break;
       case "edit": addEdit(m); break;
+      case "editNotice": editNotice(m); break;
       case "hunkDecided": hunkDecided(m); break;
       case "editDecided": editDecided(m); break;
       case "busy": setBusy(m.busy); break;

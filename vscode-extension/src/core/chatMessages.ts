@@ -1,5 +1,6 @@
-// The messages between the extension and the chat webview (media/chat.js). The extension keeps
-// every message it posts (deltas coalesced) so a re-created view can be replayed.
+// The messages between the extension and the chat webview (media/chat.js), with no `vscode`
+// import so they are unit-tested: what the webview posts is untrusted and parsed here, and the
+// extension keeps every message it posts (deltas coalesced) so a re-created view is replayed.
 import type { Hunk } from "../protocol/messages";
 
 export type ToWebview =
@@ -11,6 +12,7 @@ export type ToWebview =
   | { type: "error"; message: string }
   | { type: "info"; text: string }
   | { type: "edit"; suggestionId: string; path: string; diff: string; hunks: Hunk[] }
+  | { type: "editNotice"; suggestionId: string; text: string }
   | { type: "hunkDecided"; suggestionId: string; index: number; accepted: boolean }
   | {
       type: "editDecided";
@@ -55,6 +57,26 @@ export function parseFromWebview(value: unknown): FromWebview | undefined {
     case "acceptHunk":
     case "rejectHunk":
       return id && index !== undefined ? { type: m.type, suggestionId: id, index } : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** The VS Code command (and its arguments) a card button stands for: the same commands as the
+ * CodeLens and the keys, so every way of deciding ends in one place. Undefined for the
+ * messages the chat handles itself (send, newSession, cancel, ready). */
+export function cardCommand(m: FromWebview): { command: string; args: unknown[] } | undefined {
+  switch (m.type) {
+    case "acceptEdit":
+      return { command: "apprentice.acceptEdit", args: [m.suggestionId] };
+    case "rejectEdit":
+      return { command: "apprentice.rejectEdit", args: [m.suggestionId] };
+    case "acceptHunk":
+      return { command: "apprentice.acceptHunk", args: [m.suggestionId, m.index] };
+    case "rejectHunk":
+      return { command: "apprentice.rejectHunk", args: [m.suggestionId, m.index] };
+    case "showDiff":
+      return { command: "apprentice.showDiff", args: [m.suggestionId] };
     default:
       return undefined;
   }

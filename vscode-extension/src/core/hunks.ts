@@ -54,20 +54,30 @@ export function parseHunk(hunk: Hunk): ParsedHunk {
  * gives the proposed text, none gives `oldText`. Throws HunkError when the hunks do not fit
  * `oldText` (the file changed since the proposal) or an index does not exist. */
 export function applyHunks(oldText: string, hunks: Hunk[], accepted: number[]): string {
-  const chosen = new Set(accepted);
+  checkIndices(hunks, accepted);
+  const parsed = hunks.map(parseHunk);
+  return applyParsedAt(splitLinesKeepEnds(oldText), parsed.map((h) => ({ hunk: h, at: h.oldStart })), accepted);
+}
+
+/** Throws HunkError when `accepted` names a hunk the proposal does not have. */
+export function checkIndices(hunks: Hunk[], accepted: number[]): void {
   const known = new Set(hunks.map((h) => h.index));
-  const bad = [...chosen].filter((i) => !known.has(i)).sort((a, b) => a - b);
+  const bad = [...new Set(accepted)].filter((i) => !known.has(i)).sort((a, b) => a - b);
   if (bad.length) {
     throw new HunkError(`Hunk indices [${bad.join(", ")}] do not exist; this proposal has ${hunks.length} hunks.`);
   }
-  const old = splitLinesKeepEnds(oldText);
-  const parsed = hunks.map(parseHunk).sort((a, b) => a.oldStart - b.oldStart);
+}
+
+/** The old lines with each hunk applied where `at` (0-based line) says its old block starts;
+ * only the `accepted` hunks change anything. Every old line a hunk names must be there. */
+export function applyParsedAt(old: string[], placed: Array<{ hunk: ParsedHunk; at: number }>, accepted: number[]): string {
+  const chosen = new Set(accepted);
   const out: string[] = [];
   let pos = 0; // next old line not yet copied
-  for (const h of parsed) {
-    if (h.oldStart < pos) throw new HunkError(`Hunk ${h.index} overlaps the hunk before it.`);
-    out.push(...old.slice(pos, h.oldStart));
-    pos = h.oldStart;
+  for (const { hunk: h, at } of [...placed].sort((a, b) => a.at - b.at)) {
+    if (at < pos) throw new HunkError(`Hunk ${h.index} overlaps the hunk before it.`);
+    out.push(...old.slice(pos, at));
+    pos = at;
     const take = chosen.has(h.index);
     for (const { op, text } of h.lines) {
       if (op === "+") {

@@ -2,12 +2,15 @@
 // turn.done), answers the agent's tool requests through the EditorHost's WorkspaceTools, asks
 // the host to review edits and approve commands, and sends edit outcomes idempotently
 // (a client_event_id kept across retries). Incoming messages are never blocked on the
-// person: reviews and approvals run concurrently with tool requests.
+// person: reviews and approvals run concurrently with tool requests. The agent's write_file
+// goes through a WriteGuard (writeGuard.ts), so it never undoes what the person changed after
+// the agent read the file.
 
 import type { AgentConnection } from "./connection";
 import { ConnectionFailed, RequestTimeout, ServerError } from "./errors";
 import type { OutcomeTracker } from "./outcomes";
-import { answerToolRequest, type WorkspaceTools } from "./tools";
+import { answerToolRequest, ToolError, type ToolReply, type WorkspaceTools } from "./tools";
+import { ABSENT, WriteGuard } from "./writeGuard";
 import {
   isMessage,
   newEventId,
@@ -33,8 +36,20 @@ export type EditDecision = {
   reason?: string; // why it was rejected (reaches the model)
 };
 
+/** Tools that know the editor's open documents may also say which hold unsaved changes. */
+export interface UnsavedTexts {
+  /** The text of `path`'s open document when it has unsaved changes; undefined otherwise. */
+  unsavedText(path: string): Promise<string | undefined>;
+}
+
+/** Prefix of a rejection the editor made because it could not show the proposal: no person
+ * decided it, so the learner must not train on it (see docs/vscode.md). */
+export const EDITOR_REASON_PREFIX = "[editor] ";
+
 /** The editor, as the session sees it. */
 export interface EditorHost {
+  /** May also implement UnsavedTexts (a write to a file the agent never read is refused when
+   * it is open with different unsaved text). */
   tools: WorkspaceTools;
   /** Show the proposal and resolve once the person decided (may take minutes). */
   reviewEdit(p: EditProposed): Promise<EditDecision>;
@@ -52,6 +67,10 @@ export type SessionEvent =
   | { kind: "edit"; message: EditProposed }
   | { kind: "edit_decided"; message: EditProposed; decision: EditDecision; ack?: OutcomeAck; error?: Error }
   | { kind: "command"; message: CommandApprovalRequest; approved: boolean }
+  /** A write_file was applied on top of the person's later changes (the accepted hunks where
+   * they are now), or refused because it would have undone them. */
+  | { kind: "write_rebased"; path: string }
+  | { kind: "write_refused"; path: string; message: string }
   | { kind: "done"; message: TurnDone }
   | { kind: "error"; message: ErrorMessage };
 
@@ -107,6 +126,7 @@ export class AgentSession {
   private readonly listeners = new Set<(e: SessionEvent) => void>();
   private readonly unsubscribe: Array<() => void> = [];
   private turn?: { id: string; resolve: (d: TurnDone) => void; reject: (e: Error) => void };
+  private readonly guard = new WriteGuard();
 
   private constructor(
     readonly conn: AgentConnection,
@@ -235,11 +255,47 @@ export class AgentSession {
   }
 
   private async answerTool(requestId: string, method: string, params: Record<string, unknown>): Promise<void> {
-    const reply = await answerToolRequest(this.host.tools, method, params);
-    if ("result" in reply && method === "write_file" && this.host.outcomes) {
-      this.host.outcomes.noteWritten(String(params.path), String(params.text));
+    let reply: ToolReply;
+    if (method === "write_file" && typeof params.path === "string" && typeof params.text === "string") {
+      reply = await this.guardedWrite(params.path, params.text, params);
+    } else {
+      reply = await answerToolRequest(this.host.tools, method, params);
+      if (method === "read_file" && typeof params.path === "string") {
+        if ("result" in reply && typeof reply.result.text === "string") this.guard.noteServed(params.path, reply.result.text);
+        if ("error" in reply && reply.error.code === "file_not_found") this.guard.noteServed(params.path, ABSENT);
+      }
     }
     this.trySend(() => this.conn.send({ type: "tool.result", request_id: requestId, ...reply }));
+  }
+
+  /** write_file through the WriteGuard: as sent, rebased onto the person's changes, or refused. */
+  private async guardedWrite(path: string, incoming: string, params: Record<string, unknown>): Promise<ToolReply> {
+    const tools = this.host.tools;
+    let current: string | undefined;
+    try {
+      current = await tools.readFile(path);
+    } catch (err) {
+      const code = err instanceof ToolError ? err.code : "workspace_error";
+      // A file that cannot be read (too large, binary) was never served either: let the
+      // write itself decide. Otherwise the file cannot be compared, so it is not written.
+      if (code !== "file_not_found" && this.guard.servedText(path) !== undefined) {
+        return { error: { code, message: `write_file of '${path}' was not applied: ${(err as Error).message}` } };
+      }
+    }
+    const unsavedSource = tools as WorkspaceTools & Partial<UnsavedTexts>;
+    const unsaved = typeof unsavedSource.unsavedText === "function" ? await unsavedSource.unsavedText(path).catch(() => undefined) : undefined;
+    const verdict = this.guard.decide(path, incoming, current, unsaved);
+    if ("refuse" in verdict) {
+      this.emit({ kind: "write_refused", path, message: verdict.refuse.message });
+      return { error: { code: verdict.refuse.code, message: verdict.refuse.message } };
+    }
+    const reply = await answerToolRequest(tools, "write_file", { ...params, text: verdict.write });
+    if ("result" in reply) {
+      this.guard.noteWritten(path, incoming);
+      this.host.outcomes?.noteWritten(path, verdict.write);
+      if (verdict.rebased) this.emit({ kind: "write_rebased", path });
+    }
+    return reply;
   }
 
   private async approve(r: CommandApprovalRequest): Promise<void> {
@@ -265,7 +321,14 @@ export class AgentSession {
     try {
       decision = await this.host.reviewEdit(p);
     } catch (err) {
-      decision = { outcome: "rejected", reason: `The editor could not show the proposal: ${(err as Error).message}` };
+      // No person decided this; the protocol has no outcome for it and the agent waits for
+      // one. A rejection tells the agent; the prefix marks it as the editor's, not a label.
+      decision = { outcome: "rejected", reason: `${EDITOR_REASON_PREFIX}The editor could not show the proposal: ${(err as Error).message}` };
+    }
+    if (decision.outcome !== "rejected") {
+      const all = p.hunks.map((h) => h.index);
+      const accepted = decision.outcome === "accepted" ? all : decision.acceptedHunks ?? [];
+      this.guard.noteAccepted(p.path, { suggestionId: p.suggestion_id, hunks: p.hunks, accepted });
     }
     if (decision.outcome !== "rejected" && this.host.outcomes) {
       // Read before answering: the server writes the file only after it has the outcome.

@@ -46,6 +46,7 @@ export type ToolErrorCode =
   | "invalid_pattern"
   | "command_error"
   | "workspace_error"
+  | "file_changed" // the editor's own: a write_file that would undo the person's changes (writeGuard.ts)
   | "unknown_method"
   | "invalid_request";
 

@@ -6,7 +6,7 @@ import * as vscode from "vscode";
 import { AgentSession, type EditDecision, type EditorHost, type SessionEvent } from "../core/session";
 import { ServerError } from "../core/errors";
 import type { AgentConnection } from "../core/connection";
-import { Transcript, type FromWebview, type ToWebview } from "./chatMessages";
+import { Transcript, cardCommand, type FromWebview, type ToWebview } from "../core/chatMessages";
 import type { ChatViewProvider } from "./chatView";
 import type { ConnectionManager } from "./connectionManager";
 import { currentEditorContext } from "./editorContext";
@@ -64,23 +64,11 @@ export class ChatController implements ReviewListener, vscode.Disposable {
       case "cancel":
         this.cancel();
         break;
-      case "acceptEdit":
-        void vscode.commands.executeCommand("apprentice.acceptEdit", m.suggestionId);
+      default: {
+        const card = cardCommand(m);
+        if (card) void vscode.commands.executeCommand(card.command, ...card.args);
         break;
-      case "rejectEdit":
-        void vscode.commands.executeCommand("apprentice.rejectEdit", m.suggestionId);
-        break;
-      case "acceptHunk":
-        void vscode.commands.executeCommand("apprentice.acceptHunk", m.suggestionId, m.index);
-        break;
-      case "rejectHunk":
-        void vscode.commands.executeCommand("apprentice.rejectHunk", m.suggestionId, m.index);
-        break;
-      case "showDiff":
-        void vscode.commands.executeCommand("apprentice.showDiff", m.suggestionId);
-        break;
-      default:
-        break;
+      }
     }
   }
 
@@ -156,6 +144,10 @@ export class ChatController implements ReviewListener, vscode.Disposable {
     this.post({ type: "editDecided", suggestionId, outcome: "expired" });
   }
 
+  editNotice(suggestionId: string, text: string): void {
+    this.post({ type: "editNotice", suggestionId, text });
+  }
+
   dispose(): void {
     this.dropSession();
     for (const d of this.disposables) d.dispose();
@@ -225,6 +217,13 @@ export class ChatController implements ReviewListener, vscode.Disposable {
         break;
       case "command":
         this.post({ type: "info", text: `${e.approved ? "Approved" : "Declined"}: ${e.message.command}` });
+        break;
+      case "write_rebased":
+        this.post({ type: "info", text: `Applied the accepted edit of ${e.path} on top of your changes to it.` });
+        break;
+      case "write_refused":
+        this.log.warn(`Refused the agent's write of ${e.path}: ${e.message}`);
+        this.post({ type: "info", text: `${e.path} changed since the agent read it; the agent was asked to read it again and redo its edit.` });
         break;
       case "done":
         this.post({ type: "done", status: e.message.status, message: e.message.message });

@@ -4,7 +4,7 @@
 // whole transcript is replayed, so a re-created view shows what the old one did.
 import { randomBytes } from "node:crypto";
 import * as vscode from "vscode";
-import { parseFromWebview, type FromWebview, type ToWebview } from "./chatMessages";
+import { parseFromWebview, type FromWebview, type ToWebview } from "../core/chatMessages";
 
 export const CHAT_VIEW_ID = "apprentice.chat";
 

@@ -4,6 +4,7 @@
 // URL does not answer. Every state change and failure goes to the log (never the token) and
 // the status bar; a refused token points the person at "Apprentice: Set Server Token".
 import * as vscode from "vscode";
+import { Backoff } from "../core/backoff";
 import { AgentConnection } from "../core/connection";
 import { ConnectionFailed } from "../core/errors";
 import type { Welcome } from "../protocol/messages";
@@ -13,8 +14,6 @@ import { isLoopbackUrl, readSettings } from "./settings";
 import type { ConnectionState, StatusBar } from "./statusBar";
 import { resolveToken } from "./token";
 
-const FIRST_RETRY_MS = 1000;
-const MAX_RETRY_MS = 30_000;
 const SET_TOKEN = "Set Server Token";
 const SHOW_LOG = "Show Log";
 
@@ -22,7 +21,7 @@ export class ConnectionManager implements vscode.Disposable {
   private conn: AgentConnection | undefined;
   private connecting: Promise<AgentConnection> | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
-  private retryMs = FIRST_RETRY_MS;
+  private readonly retries = new Backoff(1000, 30_000);
   private autoStartFailed = false;
   private disposed = false;
   private stateNow: ConnectionState = "offline";
@@ -76,7 +75,7 @@ export class ConnectionManager implements vscode.Disposable {
   /** The command apprentice.connect: try now (also auto-start again), report the result. */
   async connectNow(): Promise<void> {
     this.autoStartFailed = false;
-    this.retryMs = FIRST_RETRY_MS;
+    this.retries.reset();
     try {
       const conn = await this.ensure(true);
       void vscode.window.setStatusBarMessage(`Apprentice: connected to ${conn.welcome.model}`, 4000);
@@ -154,7 +153,7 @@ export class ConnectionManager implements vscode.Disposable {
 
   private attach(conn: AgentConnection): void {
     this.conn = conn;
-    this.retryMs = FIRST_RETRY_MS;
+    this.retries.reset();
     const w = conn.welcome;
     this.log.info(`Connected to ${conn.url}: server ${w.server}, model ${w.model}, adapter ${w.adapter ?? "none"}.`);
     conn.onProtocolViolation((violation) => this.log.error("Protocol error (frame dropped)", violation));
@@ -175,8 +174,7 @@ export class ConnectionManager implements vscode.Disposable {
 
   private scheduleRetry(): void {
     if (this.disposed || this.retryTimer) return;
-    const delay = this.retryMs;
-    this.retryMs = Math.min(this.retryMs * 2, MAX_RETRY_MS);
+    const delay = this.retries.next();
     this.log.info(`Reconnecting in ${Math.round(delay / 1000)} s.`);
     this.retryTimer = setTimeout(() => {
       this.retryTimer = undefined;

@@ -3,34 +3,34 @@
 // with CodeLens (accept / reject the edit or one hunk) and line decorations on both sides.
 // The chat card buttons and the commands apprentice.acceptEdit / rejectEdit / acceptHunk /
 // rejectHunk / showDiff all end in the same ProposalReview, whose decision resolves the
-// pending reviewEdit promise.
+// pending reviewEdit promise. The hunks are placed where their lines are now (the person may
+// have added or removed lines since the server read the file); when a hunk's own lines
+// changed, the proposal is shown on the chat card only, with a notice, and the person's
+// decision is still theirs to make (an accept makes the agent redo the edit: writeGuard.ts).
+// A proposal that creates a file is diffed against an empty document.
 import * as vscode from "vscode";
-import { ProposalReview, applyHunks, parseHunk } from "../core/hunks";
+import { ProposalReview } from "../core/hunks";
+import { describeConflicts, hunkAtLine, hunkPlaces, locateHunks, rebaseHunks, type HunkPlace } from "../core/hunkPlacement";
 import type { EditDecision } from "../core/session";
+import { ToolError } from "../core/tools";
 import type { EditProposed } from "../protocol/messages";
 import type { Log } from "./log";
 
+export type { HunkPlace } from "../core/hunkPlacement";
+
 export const PROPOSAL_SCHEME = "apprentice-proposal";
 const CONTEXT_KEY = "apprentice.hasPendingEdit";
-
-/** Where one hunk sits in the real file (old) and in the proposal (new), 0-based lines. */
-export interface HunkPlace {
-  index: number;
-  oldStart: number;
-  oldCount: number;
-  newStart: number;
-  newCount: number;
-  removedLines: number[]; // in the real file
-  addedLines: number[]; // in the proposal
-}
+const EMPTY_BASE = "empty-base"; // URI fragment of the empty left side for a new file
 
 export interface PendingEdit {
   proposal: EditProposed;
-  fileUri: vscode.Uri;
+  fileUri: vscode.Uri; // the real file, or an empty proposal-scheme document when it does not exist
   proposalUri: vscode.Uri;
   proposedText: string;
   review: ProposalReview;
-  places: HunkPlace[];
+  places: HunkPlace[]; // empty when stale
+  /** Set when the file changed under the proposal: shown on the card, no diff editor. */
+  stale?: string;
   resolve: (d: EditDecision) => void;
   createdAt: number;
 }
@@ -40,43 +40,13 @@ export interface ReviewListener {
   hunkDecided(suggestionId: string, index: number, accepted: boolean): void;
   editDecided(suggestionId: string, decision: EditDecision): void;
   editExpired(suggestionId: string): void;
+  /** Something the person should know about a proposal (the file changed under it). */
+  editNotice(suggestionId: string, text: string): void;
 }
 
-/** Lay the hunks out on both documents (the proposal has every hunk applied). */
-export function placeHunks(proposal: EditProposed): HunkPlace[] {
-  const parsed = proposal.hunks.map(parseHunk).sort((a, b) => a.oldStart - b.oldStart);
-  const places: HunkPlace[] = [];
-  let shift = 0; // new line index - old line index before the current hunk
-  for (const h of parsed) {
-    let oldLine = h.oldStart;
-    let newLine = h.oldStart + shift;
-    const place: HunkPlace = {
-      index: h.index,
-      oldStart: h.oldStart,
-      oldCount: 0,
-      newStart: newLine,
-      newCount: 0,
-      removedLines: [],
-      addedLines: [],
-    };
-    for (const { op } of h.lines) {
-      if (op === " ") {
-        oldLine++;
-        newLine++;
-        place.oldCount++;
-        place.newCount++;
-      } else if (op === "-") {
-        place.removedLines.push(oldLine++);
-        place.oldCount++;
-      } else {
-        place.addedLines.push(newLine++);
-        place.newCount++;
-      }
-    }
-    shift += place.newCount - place.oldCount;
-    places.push(place);
-  }
-  return places;
+/** The notice on a proposal whose hunks no longer fit the file. */
+export function staleNotice(path: string, why: string): string {
+  return `${path} changed since the agent read it (${why}); accepting asks the agent to apply it again.`;
 }
 
 export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.CodeLensProvider, vscode.Disposable {
@@ -125,16 +95,22 @@ export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.
 
   /** host.reviewEdit: show the proposal and resolve once every hunk is decided. */
   async review(proposal: EditProposed): Promise<EditDecision> {
-    const current = await this.readText(proposal.path);
-    // Throws HunkError when the file changed since the server read it; the session turns
-    // that into a rejection whose reason tells the agent so.
-    const proposedText = applyHunks(current, proposal.hunks, proposal.hunks.map((h) => h.index));
-    const fileUri = await this.fileUriOf(proposal.path);
-    const proposalUri = vscode.Uri.from({
-      scheme: PROPOSAL_SCHEME,
-      path: "/" + proposal.path.replace(/^\/+/, ""),
-      query: proposal.suggestion_id,
-    });
+    let current = "";
+    let exists = true;
+    try {
+      current = await this.readText(proposal.path);
+    } catch (error) {
+      if (!(error instanceof ToolError && error.code === "file_not_found")) throw error; // the session reports it
+      exists = false; // the agent creates the file
+    }
+    const { located, conflicts } = locateHunks(current, proposal.hunks);
+    const stale = conflicts.length ? staleNotice(proposal.path, describeConflicts(conflicts)) : undefined;
+    const proposedText = stale ? "" : rebaseHunks(current, proposal.hunks, proposal.hunks.map((h) => h.index));
+    const docPath = "/" + proposal.path.replace(/^\/+/, "");
+    const proposalUri = vscode.Uri.from({ scheme: PROPOSAL_SCHEME, path: docPath, query: proposal.suggestion_id });
+    const fileUri = exists
+      ? await this.fileUriOf(proposal.path)
+      : vscode.Uri.from({ scheme: PROPOSAL_SCHEME, path: docPath, query: proposal.suggestion_id, fragment: EMPTY_BASE });
     const review = new ProposalReview(proposal.hunks);
     const decided = new Promise<EditDecision>((resolve) => {
       const edit: PendingEdit = {
@@ -143,7 +119,8 @@ export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.
         proposalUri,
         proposedText,
         review,
-        places: placeHunks(proposal),
+        places: stale ? [] : hunkPlaces(located),
+        stale,
         resolve,
         createdAt: Date.now(),
       };
@@ -152,7 +129,14 @@ export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.
     });
     this.changed();
     this.log.info(`Edit proposed for ${proposal.path} (${proposal.hunks.length} hunk(s), suggestion ${proposal.suggestion_id}).`);
-    await this.showDiff(proposal.suggestion_id).catch((error) => this.log.error("Could not open the proposed diff", error));
+    const moved = located.filter((l) => l.offset !== 0).map((l) => `hunk ${l.hunk.index + 1} by ${l.offset}`);
+    if (moved.length && !stale) this.log.info(`The file changed since the agent read it; placed ${moved.join(", ")} line(s).`);
+    if (stale) {
+      this.log.warn(stale);
+      this.listener.editNotice(proposal.suggestion_id, stale);
+    } else {
+      await this.showDiff(proposal.suggestion_id).catch((error) => this.log.error("Could not open the proposed diff", error));
+    }
     return decided;
   }
 
@@ -212,6 +196,7 @@ export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.
   async showDiff(suggestionId?: string): Promise<void> {
     const edit = this.target(suggestionId);
     if (!edit) return;
+    if (edit.stale) return void vscode.window.showInformationMessage(`${edit.stale} The proposal is on its chat card.`);
     await vscode.commands.executeCommand(
       "vscode.diff",
       edit.fileUri,
@@ -237,8 +222,9 @@ export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.
   // ---- providers ---------------------------------------------------------------------------
 
   provideTextDocumentContent(uri: vscode.Uri): string {
+    if (uri.fragment === EMPTY_BASE) return ""; // the left side of a proposal that creates a file
     const edit = this.pending.get(uri.query);
-    if (edit) return edit.proposedText;
+    if (edit) return edit.stale ? `${edit.stale}\n` : edit.proposedText;
     return "This Apprentice proposal is no longer pending (it was accepted, rejected or expired).\n";
   }
 
@@ -328,11 +314,8 @@ export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.
     for (const edit of this.pending.values()) {
       const onProposal = uri === edit.proposalUri.toString();
       if (!onProposal && uri !== edit.fileUri.toString()) continue;
-      for (const p of edit.places) {
-        const start = onProposal ? p.newStart : p.oldStart;
-        const count = onProposal ? p.newCount : p.oldCount;
-        if (line >= start && line < start + Math.max(count, 1)) return [edit, p.index];
-      }
+      const index = hunkAtLine(edit.places, line, onProposal);
+      if (index !== undefined) return [edit, index];
     }
     return undefined;
   }

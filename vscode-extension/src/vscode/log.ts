@@ -2,10 +2,13 @@
 // protocol error. Secrets registered with `redact` (the token) are masked in every line, so
 // a message that happens to quote the token never reaches the log.
 import * as vscode from "vscode";
+import { Redactor, describeError } from "../core/redact";
+
+export { describeError } from "../core/redact";
 
 export class Log implements vscode.Disposable {
   readonly channel: vscode.OutputChannel;
-  private readonly secrets = new Set<string>();
+  private readonly redactor = new Redactor();
 
   constructor(name = "Apprentice") {
     this.channel = vscode.window.createOutputChannel(name);
@@ -13,7 +16,7 @@ export class Log implements vscode.Disposable {
 
   /** Never print `secret` (e.g. the server token); short strings are ignored as too common. */
   redact(secret: string | undefined): void {
-    if (secret && secret.length >= 8) this.secrets.add(secret);
+    this.redactor.add(secret);
   }
 
   info(message: string): void {
@@ -49,17 +52,6 @@ export class Log implements vscode.Disposable {
   }
 
   private mask(text: string): string {
-    let out = text;
-    for (const secret of this.secrets) out = out.split(secret).join("***");
-    return out;
+    return this.redactor.mask(text);
   }
-}
-
-/** A one-line description of anything thrown. */
-export function describeError(error: unknown): string {
-  if (error instanceof Error) {
-    const kind = (error as { kind?: unknown; code?: unknown }).kind ?? (error as { code?: unknown }).code;
-    return typeof kind === "string" ? `${error.message} (${kind})` : error.message;
-  }
-  return String(error);
 }

@@ -4,7 +4,7 @@
 import { ChildProcess, spawn } from "node:child_process";
 import * as http from "node:http";
 import * as https from "node:https";
-import { healthUrl } from "./settings";
+import { healthUrl, serveArgs } from "../core/serverUrl";
 import { Log, describeError } from "./log";
 
 export class LocalServer {
@@ -20,10 +20,7 @@ export class LocalServer {
   /** Spawn `<command> serve --host H --port P` for `wsUrl` and wait until /healthz answers. */
   async start(command: string, wsUrl: string, timeoutMs = 120_000): Promise<void> {
     if (this.running) return this.waitHealthy(wsUrl, timeoutMs);
-    const url = new URL(wsUrl);
-    const port = url.port || (url.protocol === "wss:" ? "443" : "80");
-    const host = url.hostname.replace(/^\[|\]$/g, "");
-    const args = ["serve", "--host", host, "--port", port];
+    const args = serveArgs(wsUrl);
     this.log.info(`Starting a local server: ${command} ${args.join(" ")}`);
     this.exited = false;
     let spawnError: Error | undefined;

@@ -2,6 +2,8 @@
 // a change in the Settings UI applies to the next connection, completion or command.
 import * as vscode from "vscode";
 
+export { healthUrl, isLoopbackUrl } from "../core/serverUrl";
+
 export interface ApprenticeSettings {
   serverUrl: string;
   autoStartServer: boolean;
@@ -32,23 +34,4 @@ function finite(value: number | undefined, fallback: number): number {
 function positive(value: number | undefined, fallback: number): number {
   const v = finite(value, fallback);
   return v > 0 ? v : fallback;
-}
-
-/** True for ws://localhost, ws://127.x.x.x and ws://[::1]: a server this machine may start. */
-export function isLoopbackUrl(url: string): boolean {
-  try {
-    const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
-    return host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host);
-  } catch {
-    return false;
-  }
-}
-
-/** http(s)://host:port/healthz for a ws(s):// server URL. */
-export function healthUrl(wsUrl: string): string {
-  const url = new URL(wsUrl);
-  url.protocol = url.protocol === "wss:" ? "https:" : "http:";
-  url.pathname = "/healthz";
-  url.search = "";
-  return url.toString();
 }

@@ -2,7 +2,9 @@
 // document first, else disk; write_file is one undoable WorkspaceEdit replacing the whole
 // document, then saved; list_dir and search are core FsWorkspaceTools on the first workspace
 // folder; run_command asks the person (unless already approved) and runs with its output live
-// in the "Apprentice" terminal. Every path is confined to the workspace folder.
+// in the "Apprentice" terminal. Every path is confined to the workspace folder. Whether a
+// write_file may happen at all (the person may have changed the file since the agent read it)
+// is the session's WriteGuard's decision (core/writeGuard.ts); unsavedText feeds it.
 import * as path from "node:path";
 import * as vscode from "vscode";
 import { runCommand } from "../core/commandRunner";
@@ -15,6 +17,7 @@ import {
   type SearchResult,
   type WorkspaceTools,
 } from "../core/tools";
+import type { UnsavedTexts } from "../core/session";
 import type { CommandApprovals } from "./commandApproval";
 import type { Log } from "./log";
 import type { CommandTerminal } from "./terminal";
@@ -33,7 +36,7 @@ export interface VsCodeToolsDeps {
   onWritten?: WriteListener;
 }
 
-export class VsCodeWorkspaceTools implements WorkspaceTools {
+export class VsCodeWorkspaceTools implements WorkspaceTools, UnsavedTexts {
   private fsTools: FsWorkspaceTools | undefined;
   private fsRoot: string | undefined;
 
@@ -62,6 +65,12 @@ export class VsCodeWorkspaceTools implements WorkspaceTools {
     const doc = openDocument(abs);
     if (doc) return doc.getText();
     return this.disk().readFile(relPath);
+  }
+
+  /** The open document's text when it has unsaved changes (else undefined). */
+  async unsavedText(relPath: string): Promise<string | undefined> {
+    const doc = openDocument(await this.resolve(relPath));
+    return doc?.isDirty ? doc.getText() : undefined;
   }
 
   listDir(relPath: string, depth: number, limit: number | null): Promise<Listing> {
