@@ -7,7 +7,9 @@
 A suggestion becomes a sample when it got a *decisive* outcome after the cursor: its label
 comes from its latest decisive outcome (accepted, persisted, partially_accepted,
 edited_after_accept = desirable; rejected, reverted = undesirable), so an accept that was
-later reverted counts as a rejection. `shown` and `applied` never decide a label. Samples
+later reverted counts as a rejection. `shown` and `applied` never decide a label, and neither
+does an answer the editor gave for the person (reason starting with EDITOR_REASON_PREFIX: the
+proposal could not be shown, so it says nothing about the model's output). Samples
 made by an adapter more than K versions older than the newest published one are dropped
 (their behaviour policy is too far from the one being trained for the capped importance
 ratio to correct). Token ids come from the suggestion row; a row without prompt ids is
@@ -37,6 +39,15 @@ from learner.config import DataConfig
 
 DESIRABLE = frozenset({"accepted", "persisted", "partially_accepted", "edited_after_accept"})
 UNDESIRABLE = frozenset({"rejected", "reverted"})
+# The VS Code extension's reason on a "rejected" it sent because it could not show the proposal.
+EDITOR_REASON_PREFIX = "[editor] "
+
+
+def _is_decision(outcome: Outcome) -> bool:
+    """Whether this outcome is the person's verdict on the suggestion."""
+    if outcome.kind not in DESIRABLE | UNDESIRABLE:
+        return False
+    return not (outcome.reason or "").startswith(EDITOR_REASON_PREFIX)
 
 
 @dataclass(frozen=True)
@@ -102,7 +113,7 @@ def collect_samples(
     samples: list[Sample] = []
     for item in feedback_since(db, after_outcome_id=after_outcome_id):
         settled = [o for o in item.outcomes if o.id <= upper]
-        decisive = [o for o in settled if o.kind in DESIRABLE | UNDESIRABLE]
+        decisive = [o for o in settled if _is_decision(o)]
         if not any(o.id > after_outcome_id for o in decisive):
             counts["undecided"] += 1  # only shown/applied, or not settled yet
             continue

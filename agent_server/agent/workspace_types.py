@@ -57,6 +57,12 @@ class FileTooLarge(WorkspaceError):
     code = "file_too_large"
 
 
+class FileChanged(WorkspaceError):
+    """The person changed the file since the agent read it; the write was refused."""
+
+    code = "file_changed"
+
+
 class BinaryFile(WorkspaceError):
     """The file is not UTF-8 text (NUL bytes or undecodable)."""
 

@@ -139,7 +139,10 @@ class EditOutcome(_Message):
     client_event_id: _ID
     client_time: datetime | None = None
     reason: Annotated[str, Field(max_length=8192)] | None = Field(
-        default=None, description="Why it was rejected (reaches the model)."
+        default=None,
+        description="Why it was rejected (reaches the model). A reason starting with "
+        "'[editor] ' means the editor answered for the person because it could not show the "
+        "proposal; the learner does not train on it.",
     )
     accepted_hunks: list[Annotated[int, Field(ge=0)]] | None = Field(
         default=None, max_length=10000, description="For partially_accepted: Hunk.index values."

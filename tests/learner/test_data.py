@@ -19,7 +19,7 @@ from feedback.queries import (
     set_run_dataset,
 )
 from learner.config import DataConfig
-from learner.data import collect_samples, ensure_split, new_outcome_count
+from learner.data import EDITOR_REASON_PREFIX, collect_samples, ensure_split, new_outcome_count
 from learner.data import training_cursor as cursor_of
 
 PROMPT = [{"role": "user", "content": "def add(a, b):"}]
@@ -35,10 +35,11 @@ def suggest(db: Session, *, version: int | None = None, prompt_ids: bool = True)
     return row.id
 
 
-def outcome(db: Session, suggestion_id: str, kind: str) -> int:
+def outcome(db: Session, suggestion_id: str, kind: str, reason: str | None = None) -> int:
     row = record_outcome(
-        db, suggestion_id=suggestion_id, kind=kind, client_event_id=uuid.uuid4().hex
-    )
+        db, suggestion_id=suggestion_id, kind=kind, client_event_id=uuid.uuid4().hex,
+        reason=reason,
+    )  # fmt: skip
     return row.id
 
 
@@ -67,6 +68,16 @@ def test_labels_and_weights_come_from_the_latest_decisive_outcome(db: sessionmak
     assert not by_id[rej].desirable and not by_id[reverted].desirable
     assert by_id[acc].completion_ids == [9, 10] and by_id[acc].behaviour_logprobs == [-0.5, -1.0]
     assert summary["desirable"] == 2 and summary["undesirable"] == 2
+    assert summary["dropped"]["undecided"] == 1
+
+
+def test_a_rejection_the_editor_sent_for_the_person_is_not_a_label(db: sessionmaker[Session]):
+    with transaction(db) as s:
+        unseen, seen = suggest(s), suggest(s)
+        outcome(s, unseen, "rejected", reason=f"{EDITOR_REASON_PREFIX}could not show it")
+        outcome(s, seen, "rejected", reason="wrong variable")
+    samples, summary = collect(db)
+    assert [x.suggestion_id for x in samples] == [seen]
     assert summary["dropped"]["undecided"] == 1
 
 
