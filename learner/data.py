@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from agent_server.models.devmodel.tokenizer import encode_chat
@@ -90,6 +90,10 @@ def new_outcome_count(db: Session, *, after_outcome_id: int, settle_s: float = 0
         Outcome.id > after_outcome_id,
         Outcome.id <= settled_outcome_id(db, settle_s),
         Outcome.kind.in_(kinds),
+        or_(
+            Outcome.reason.is_(None),
+            ~Outcome.reason.startswith(EDITOR_REASON_PREFIX, autoescape=True),
+        ),
     )
     return int(db.scalar(query) or 0)
 

@@ -79,6 +79,8 @@ def test_a_rejection_the_editor_sent_for_the_person_is_not_a_label(db: sessionma
     samples, summary = collect(db)
     assert [x.suggestion_id for x in samples] == [seen]
     assert summary["dropped"]["undecided"] == 1
+    with transaction(db) as s:  # nor does it count towards the schedule's threshold
+        assert new_outcome_count(s, after_outcome_id=0) == 1
 
 
 def test_samples_more_than_k_versions_stale_are_dropped(db: sessionmaker[Session]):
