@@ -1,12 +1,18 @@
-"""Prints one session's suggestions with their outcome rows as JSON, for the extension's tests.
+"""Prints suggestions with their outcome rows (and a session's events) as JSON, for the
+extension's tests.
 
     python -m tests.vscode.dump_outcomes --database-url URL --session SESSION_ID
+    python -m tests.vscode.dump_outcomes --database-url URL --suggestion ID [--suggestion ID2]
 
-Output: {"session_id": ..., "suggestions": [{"id", "kind", "file_path", "proposed",
-"outcomes": [{"kind", "reason", "accepted_part", "accepted_length", "final_text",
-"client_event_id"}, ...]}, ...]} with suggestions in creation order and outcomes in the
-order they were stored. vscode-extension/test/integration/session.test.ts reads it to check
-what the extension's outcomes became in the database.
+Output: {"session_id": ... (null without --session), "suggestions": [{"id", "session_id",
+"kind", "file_path", "proposed", "model", "adapter_version", "completion_token_ids",
+"completion_logprobs", "finish_reason", "outcomes": [{"kind", "reason", "accepted_part",
+"accepted_length", "final_text", "client_event_id"}, ...]}, ...], "events": [{"seq", "kind",
+"role", "loop_kind"}, ...]} (loop_kind: the agent loop's event kind, e.g. run_finished).
+Suggestions are the session's plus the named ones (an inline completion has no session), in
+creation order; outcomes and events in the order they were stored; "events" is empty without
+--session. vscode-extension/test/integration/{session.test.ts,realServer.real.ts} read it to
+check what the extension's traffic became in the database.
 """
 
 from __future__ import annotations
@@ -14,30 +20,44 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from feedback.db import make_engine
-from feedback.models import Suggestion
+from feedback.models import SessionEvent, Suggestion
 
 
-def dump(database_url: str, session_id: str) -> dict:
+def dump(database_url: str, session_id: str | None, suggestion_ids: Sequence[str] = ()) -> dict:
+    if session_id is None and not suggestion_ids:
+        raise ValueError("name a session or at least one suggestion")
     engine = make_engine(database_url)
     try:
         with Session(engine) as db:
+            wanted = []
+            if session_id is not None:
+                wanted.append(Suggestion.session_id == session_id)
+            if suggestion_ids:
+                wanted.append(Suggestion.id.in_(list(suggestion_ids)))
             rows = db.scalars(
                 select(Suggestion)
-                .where(Suggestion.session_id == session_id)
+                .where(or_(*wanted))
                 .options(selectinload(Suggestion.outcomes))
                 .order_by(Suggestion.created_at, Suggestion.id)
             ).all()
             suggestions = [
                 {
                     "id": s.id,
+                    "session_id": s.session_id,
                     "kind": s.kind,
                     "file_path": s.file_path,
                     "proposed": s.proposed,
+                    "model": s.model,
+                    "adapter_version": s.adapter_version,
+                    "completion_token_ids": s.completion_token_ids,
+                    "completion_logprobs": s.completion_logprobs,
+                    "finish_reason": s.finish_reason,
                     "outcomes": [
                         {
                             "kind": o.kind,
@@ -52,17 +72,37 @@ def dump(database_url: str, session_id: str) -> dict:
                 }
                 for s in rows
             ]
+            events = []
+            if session_id is not None:
+                events = [
+                    {
+                        "seq": e.seq,
+                        "kind": e.kind,
+                        "role": e.role,
+                        "loop_kind": e.payload.get("kind"),
+                    }
+                    for e in db.scalars(
+                        select(SessionEvent)
+                        .where(SessionEvent.session_id == session_id)
+                        .order_by(SessionEvent.seq, SessionEvent.id)
+                    )
+                ]
     finally:
         engine.dispose()
-    return {"session_id": session_id, "suggestions": suggestions}
+    return {"session_id": session_id, "suggestions": suggestions, "events": events}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--database-url", required=True, help="SQLAlchemy URL of the feedback DB")
-    parser.add_argument("--session", required=True, help="the agent session's id")
+    parser.add_argument("--session", help="an agent session's id: its suggestions and events")
+    parser.add_argument(
+        "--suggestion", action="append", default=[], help="a suggestion's id (repeatable)"
+    )
     args = parser.parse_args(argv)
-    json.dump(dump(args.database_url, args.session), sys.stdout, indent=1)
+    if args.session is None and not args.suggestion:
+        parser.error("give --session, --suggestion or both")
+    json.dump(dump(args.database_url, args.session, args.suggestion), sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
 

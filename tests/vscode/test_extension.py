@@ -1,8 +1,10 @@
-"""The VS Code extension's Node tests, run from pytest: the unit tests (`npm test`) and the
-integration test of its core against the real agent server on a fresh PostgreSQL database
-(`npm run test:integration`, vscode-extension/test/integration/session.test.ts).
+"""The VS Code extension's Node tests, run from pytest: the unit tests (`npm test`), the
+integration test of its core against the real agent server on a scripted model and a fresh
+PostgreSQL database (`npm run test:integration`, vscode-extension/test/integration/
+session.test.ts), and the core against the real `apprentice serve` on the real dev model and
+PostgreSQL (`npm run test:real`, vscode-extension/test/integration/realServer.real.ts).
 
-Both assume scripts/extension.sh has run (node_modules installed).
+All assume scripts/extension.sh has run (node_modules installed).
 Run: .venv/bin/python -m pytest tests/vscode/test_extension.py -q
 """
 
@@ -53,4 +55,26 @@ def test_integration_with_the_real_server_on_postgres(pg_head_url: str) -> None:
     run_npm(
         ["run", "test:integration"],
         {"APPRENTICE_PYTHON": sys.executable, "APPRENTICE_TEST_DATABASE_URL": pg_head_url},
+    )
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_core_against_apprentice_serve_on_the_dev_model(
+    pg_head_url: str, dev_model_dir: Path
+) -> None:
+    # The `apprentice` script of this interpreter's environment (the one under test).
+    cli = Path(sys.executable).parent / "apprentice"
+    if not cli.exists():
+        pytest.fail(
+            f"{cli} is missing: install the project into this environment (pip install -e .)"
+        )
+    run_npm(
+        ["run", "test:real"],
+        {
+            "APPRENTICE_PYTHON": sys.executable,
+            "APPRENTICE_CLI": str(cli),
+            "APPRENTICE_TEST_DATABASE_URL": pg_head_url,
+            "APPRENTICE_TEST_MODEL": str(dev_model_dir),
+        },
     )
