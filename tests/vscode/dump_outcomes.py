@@ -26,7 +26,8 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session, selectinload
 
 from feedback.db import make_engine
-from feedback.models import SessionEvent, Suggestion
+from feedback.models import Suggestion
+from feedback.queries import list_events
 
 
 def dump(database_url: str, session_id: str | None, suggestion_ids: Sequence[str] = ()) -> dict:
@@ -81,11 +82,7 @@ def dump(database_url: str, session_id: str | None, suggestion_ids: Sequence[str
                         "role": e.role,
                         "loop_kind": e.payload.get("kind"),
                     }
-                    for e in db.scalars(
-                        select(SessionEvent)
-                        .where(SessionEvent.session_id == session_id)
-                        .order_by(SessionEvent.seq, SessionEvent.id)
-                    )
+                    for e in list_events(db, session_id=session_id)
                 ]
     finally:
         engine.dispose()

@@ -3,8 +3,9 @@
     python -m tests.vscode.scripted_server --database-url URL --home DIR [--script FILE]
 
 It migrates the database to head, starts the real app (create_app: WebSocket protocol,
-feedback recording, auth) in uvicorn on a free loopback port, and prints one JSON line on
-stdout -- {"port", "http_url", "ws_url", "token"} -- once it is listening; SIGTERM stops it.
+feedback recording, auth) in uvicorn on a free loopback port (tests/api/server.py), and
+prints one JSON line on stdout -- {"port", "http_url", "ws_url", "token"} -- once it is
+listening; SIGTERM stops it.
 
 The model is a ScriptedModel: the extension's integration and end-to-end tests check that
 the editor, the protocol and the database fit together, which a scripted reply tests
@@ -20,18 +21,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-import uvicorn
-
 from agent_server.agent.scripted import ScriptedModel
-from agent_server.api.config import UVICORN_WS_MAX_SIZE
-from agent_server.api.main import create_app
 from apprentice.settings import Settings
 from feedback.migrate import upgrade
+from tests.api.server import start_server
 
 DEFAULT_TOKEN = "vscode-test-token-0123456789"
 
@@ -63,36 +61,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--home", required=True, help="APPRENTICE_HOME for this server")
     parser.add_argument("--token", default=DEFAULT_TOKEN)
     parser.add_argument("--script", help="JSON file: the list of agent actions")
-    parser.add_argument("--port", type=int, default=0, help="0: a free port")
     args = parser.parse_args(argv)
 
     upgrade(args.database_url)
     settings = Settings(home=Path(args.home), database_url=args.database_url, token=args.token)
-    app = create_app(settings, backend=ScriptedModel(load_script(args.script)))
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", args.port))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app, log_level="warning", ws_max_size=UVICORN_WS_MAX_SIZE, lifespan="on",
-        ws_per_message_deflate=False,
-    )  # fmt: skip
-    server = uvicorn.Server(config)
-
+    server = start_server(settings, backend=ScriptedModel(load_script(args.script)))
+    # uvicorn runs in a thread here, so it installs no signal handlers: SIGTERM stops it.
+    signal.signal(signal.SIGTERM, lambda *_: setattr(server.server, "should_exit", True))
     ready = {
-        "port": port,
-        "http_url": f"http://127.0.0.1:{port}",
-        "ws_url": f"ws://127.0.0.1:{port}/v1/ws",
+        "port": server.port,
+        "http_url": server.http_url,
+        "ws_url": server.ws_url,
         "token": args.token,
     }
-    original_startup = server.startup
-
-    async def startup(sockets: Any = None) -> None:
-        await original_startup(sockets=sockets)
-        print(json.dumps(ready), flush=True)
-
-    server.startup = startup  # type: ignore[method-assign]
-    server.run(sockets=[sock])
+    print(json.dumps(ready), flush=True)
+    while server.thread.is_alive():
+        server.thread.join(0.5)
     return 0
 
 

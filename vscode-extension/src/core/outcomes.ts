@@ -4,6 +4,8 @@
 // final text). The session links an accept to the agent's next write_file of that path
 // through expectWrite/noteWritten, since the server (not the editor) writes the result.
 
+import { pathKey } from "./writeGuard";
+
 export type FollowUpKind = "persisted" | "reverted" | "edited_after_accept";
 
 export interface Timers {
@@ -52,7 +54,9 @@ export class OutcomeTracker {
   readonly settleMs: number;
   private readonly expectWriteMs: number;
   private readonly timers: Timers;
-  private readonly handles = new Set<unknown>();
+  /** Each settle timer still running, with what resolves its track() promise on dispose. */
+  private readonly pending = new Map<unknown, () => void>();
+  private readonly lastFollowUp = new Map<string, Promise<FollowUp | undefined>>();
   private readonly expected = new Map<string, { suggestionId: string; path: string; beforeText: string | undefined; handle: unknown }>();
   private disposed = false;
 
@@ -68,19 +72,18 @@ export class OutcomeTracker {
     if (this.disposed) return Promise.resolve(undefined);
     return new Promise((resolve) => {
       const handle = this.timers.setTimeout(() => {
-        this.handles.delete(handle);
+        this.pending.delete(handle);
         if (this.disposed) return resolve(undefined);
         void this.settle(edit).then(resolve);
       }, this.settleMs);
-      this.handles.add(handle);
-      this.cancelers.set(handle, () => resolve(undefined));
+      this.pending.set(handle, () => resolve(undefined));
     });
   }
 
   /** An accept was sent for `path`: the next write of that path is the accepted text. */
   expectWrite(e: { suggestionId: string; path: string; beforeText: string | undefined }): void {
     if (this.disposed) return;
-    const key = normalize(e.path);
+    const key = pathKey(e.path);
     const old = this.expected.get(key);
     if (old) this.timers.clearTimeout(old.handle);
     const handle = this.timers.setTimeout(() => this.expected.delete(key), this.expectWriteMs);
@@ -90,7 +93,7 @@ export class OutcomeTracker {
   /** The agent wrote `text` to `path`. Starts tracking when an accept was waiting for it;
    * returns that tracking's promise, or undefined when nothing waited. */
   noteWritten(path: string, text: string): Promise<FollowUp | undefined> | undefined {
-    const key = normalize(path);
+    const key = pathKey(path);
     const waiting = this.expected.get(key);
     if (!waiting) return undefined;
     this.expected.delete(key);
@@ -107,24 +110,20 @@ export class OutcomeTracker {
   }
 
   get pendingCount(): number {
-    return this.handles.size;
+    return this.pending.size;
   }
 
   /** Cancel every timer; pending track() promises resolve with undefined. */
   dispose(): void {
     this.disposed = true;
-    for (const h of this.handles) {
-      this.timers.clearTimeout(h);
-      this.cancelers.get(h)?.();
+    for (const [handle, cancel] of this.pending) {
+      this.timers.clearTimeout(handle);
+      cancel();
     }
     for (const e of this.expected.values()) this.timers.clearTimeout(e.handle);
-    this.handles.clear();
-    this.cancelers.clear();
+    this.pending.clear();
     this.expected.clear();
   }
-
-  private readonly cancelers = new Map<unknown, () => void>();
-  private readonly lastFollowUp = new Map<string, Promise<FollowUp | undefined>>();
 
   private async settle(edit: TrackedEdit): Promise<FollowUp> {
     let now: string | undefined;
@@ -141,8 +140,4 @@ export class OutcomeTracker {
       return { ...found, error: err as Error };
     }
   }
-}
-
-function normalize(path: string): string {
-  return path.replace(/^\.\/+/, "").replace(/\/+/g, "/");
 }

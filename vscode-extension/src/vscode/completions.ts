@@ -52,8 +52,10 @@ export class InlineCompletions implements vscode.InlineCompletionItemProvider, v
     }
     const conn = this.manager.connection;
     if (!conn || token.isCancellationRequested) return undefined;
-    const text = document.getText();
+    // Only the window around the cursor is read: no copy of a large file per keystroke pause.
     const offset = document.offsetAt(position);
+    const windowStart = document.positionAt(Math.max(0, offset - PREFIX_CHARS));
+    const windowEnd = document.positionAt(offset + SUFFIX_CHARS); // clamped to the end
     const sessionId = this.sessionId();
     let reply;
     try {
@@ -62,8 +64,8 @@ export class InlineCompletions implements vscode.InlineCompletionItemProvider, v
           type: "completion.request",
           path: relativePath(document.uri) ?? path.basename(document.uri.path),
           language: document.languageId,
-          prefix: text.slice(Math.max(0, offset - PREFIX_CHARS), offset),
-          suffix: text.slice(offset, offset + SUFFIX_CHARS),
+          prefix: document.getText(new vscode.Range(windowStart, position)),
+          suffix: document.getText(new vscode.Range(position, windowEnd)),
           ...(sessionId ? { session_id: sessionId } : {}),
         },
         isMessage("completion.suggestion"),
