@@ -213,8 +213,10 @@ def _action(rng: random.Random, f: SourceFile) -> tuple[str, str, dict[str, str]
 def chat_examples(files: list[SourceFile], count: int, seed: int) -> list[Conversation]:
     """`count` conversations from `files`: half "complete this code", half agent actions.
 
-    Of the actions, three in four are JSON text (one in four of those after reading a tool
-    observation), one in four a native tool call with the tool specs in the prompt.
+    Of the actions, half are JSON text (one in four of those after reading a tool
+    observation), half a native tool call with the tool specs in the prompt. The native
+    calls get that much weight because ending the turn right after `</tool_call>` is learned
+    from them alone; with fewer, whether it was learned depended on the rest of the corpus.
     """
     rng = random.Random(seed)
     pool = [f for f in files if len(f.text) > 400]
@@ -232,7 +234,7 @@ def chat_examples(files: list[SourceFile], count: int, seed: int) -> list[Conver
                 {"role": "user", "content": user},
                 {"role": "assistant", "content": f"```python\n{tail}\n```"},
             ]
-        elif i % 8 == 7:
+        elif i % 4 == 3:
             request, tool, args, _ = _action(rng, f)
             call = {"type": "function", "function": {"name": tool, "arguments": args}}
             messages = [
