@@ -12,7 +12,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from apprentice.settings import Settings
+from ground.settings import Settings
 
 app = typer.Typer(
     help="Apprentice: a coding agent that lives in your editor and learns from you.\n\n"
@@ -48,7 +48,7 @@ def up() -> None:
     Builds the dev model and the SQLite database under $APPRENTICE_HOME when missing.
     Ctrl-C stops it cleanly.
     """
-    from agent_server.api.run import up as run_up
+    from apprentice.run import up as run_up
 
     run_up(load_settings())
 
@@ -59,7 +59,7 @@ def serve(
     port: Annotated[int | None, typer.Option(help="Port (default: settings).")] = None,
 ) -> None:
     """Run the agent server (HTTP + WebSocket at /v1/ws)."""
-    from agent_server.api.run import serve as run_serve
+    from apprentice.run import serve as run_serve
 
     run_serve(load_settings(), host=host, port=port)
 
@@ -114,7 +114,7 @@ def chat(
     ] = Path("."),
 ) -> None:
     """Chat with the agent in the terminal; review proposed diffs and accept or reject them."""
-    from agent_server.api.run import chat as run_chat
+    from apprentice.run import chat as run_chat
 
     raise typer.Exit(run_chat(load_settings(), task, workspace))
 

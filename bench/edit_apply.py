@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edit_perturb import ALLOWED, KINDS, Case, typo  # noqa: E402
 
 from agent_server.agent.edits import SearchReplace  # noqa: E402
-from agent_server.agent.edits_match import FileView, tolerant_candidates  # noqa: E402
+from agent_server.agent.edits.match import FileView, tolerant_candidates  # noqa: E402
 from agent_server.agent.workspace import LocalWorkspace  # noqa: E402
 from agent_server.agent.workspace_types import WorkspaceError  # noqa: E402
 

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 
-from agent_server.agent.edits_indent import indent_of
-from agent_server.agent.edits_match import ELISION, FileView
+from agent_server.agent.edits.indent import indent_of
+from agent_server.agent.edits.match import ELISION, FileView
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from pygls.lsp.client import LanguageClient  # noqa: E402
 from pygls.uris import from_fs_path  # noqa: E402
 
 from agent_server.models.base import Sampling  # noqa: E402
-from apprentice.settings import Settings  # noqa: E402
+from ground.settings import Settings  # noqa: E402
 from lsp.config import LspConfig  # noqa: E402
 from lsp.host import InlineRequest  # noqa: E402
 from lsp.local import fit_prompt  # noqa: E402

@@ -44,8 +44,8 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from agent_server.api import protocol as p  # noqa: E402
-from agent_server.api.client import ProtocolClient  # noqa: E402
+from agent_server.protocol import messages as p  # noqa: E402
+from agent_server.protocol.client import ProtocolClient  # noqa: E402
 
 TOKEN, ADMIN = "bench-token-0123456789abcdef", "bench-admin-0123456789abcdef"
 DEFAULT_REGEX = "file"

@@ -56,7 +56,7 @@ def serve(port: int, home: str, database_url: str, replies: int) -> None:
     from agent_server.agent.scripted import ScriptedModel
     from agent_server.api.config import UVICORN_WS_MAX_SIZE
     from agent_server.api.main import create_app
-    from apprentice.settings import Settings
+    from ground.settings import Settings
 
     settings = Settings(home=Path(home), database_url=database_url, token=TOKEN,
                         log_level="WARNING")  # fmt: skip
@@ -70,8 +70,8 @@ async def one_session(url: str, root: Path, turns: int) -> list[tuple[float, flo
     """(turn seconds, client seconds within it) for each turn of one session."""
     from agent_server.agent.client_workspace import answer_request
     from agent_server.agent.workspace import LocalWorkspace
-    from agent_server.api import protocol as p
-    from agent_server.api.client import Decision, ProtocolClient, tool_result_message
+    from agent_server.protocol import messages as p
+    from agent_server.protocol.client import Decision, ProtocolClient, tool_result_message
 
     root.mkdir(parents=True)
     (root / "a.py").write_text("x = 1\n")

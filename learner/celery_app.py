@@ -1,5 +1,5 @@
 """The learner's Celery app, `app`, configured from Settings (the broker contract lives in
-apprentice/broker.py). Entry points:
+ground/broker.py). Entry points:
 
     apprentice worker                                   # = the worker below, from Settings
     celery -A learner.celery_app worker --pool=solo -Q learner --concurrency=1
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from celery import Celery
 
-from apprentice.broker import TASK_SCHEDULED, celery_options
-from apprentice.settings import Settings
+from ground.broker import TASK_SCHEDULED, celery_options
+from ground.settings import Settings
 
 
 def make_app(settings: Settings) -> Celery:

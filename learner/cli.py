@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from apprentice.settings import Settings
+from ground.settings import Settings
 
 
 def run_worker(settings: Settings, *, beat: bool = False) -> None:

@@ -29,10 +29,10 @@ from agent_server.models.deployments import (
     prune,
     rollback_to,
 )
-from apprentice.settings import Settings
 from feedback.db import transaction
 from feedback.models import Deployment
 from feedback.queries import active_deployment, adapter_name, get_adapter, record_deployment
+from ground.settings import Settings
 from learner.config import DeployConfig
 
 

@@ -23,10 +23,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from agent_server.models.deployments import deployment_backend
-from apprentice.settings import Settings
 from feedback.db import transaction
 from feedback.models import LearnerRun
 from feedback.queries import create_run, finish_run, get_run, start_run, update_run_step
+from ground.settings import Settings
 from learner.config import LearnerConfig
 from learner.deploy import Deployer, make_deployer, record_failed_deployment
 

@@ -23,9 +23,9 @@ from celery.exceptions import Ignore
 from sqlalchemy.exc import OperationalError
 
 from agent_server.models.base import BackendUnavailable
-from apprentice.broker import TASK_CYCLE, TASK_SCHEDULED
 from feedback.db import make_engine, make_sessionmaker, transaction
 from feedback.models import LearnerRun
+from ground.broker import TASK_CYCLE, TASK_SCHEDULED
 from learner import pipeline
 from learner.celery_app import app, settings
 

@@ -12,7 +12,7 @@ import argparse
 import importlib
 import os
 
-from apprentice.settings import Settings
+from ground.settings import Settings
 from lsp.run import make_config, run
 
 TEST_BACKEND = "APPRENTICE_LSP_TEST_BACKEND"

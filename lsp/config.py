@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from apprentice.settings import Settings
+from ground.settings import Settings
 
 
 def parse_host_port(value: str) -> tuple[str, int]:

@@ -7,7 +7,7 @@ Inline completions are one model call on the same fill-in-the-middle prompt the 
 server uses (agent_server/api/completion.py), stored as a `suggestions` row before the
 editor sees them. Agent turns run the one agent loop (agent_server/agent/loop.py) on the
 editor's workspace (lsp/overlay.py), record every event and every edit proposal through
-the web wing's transport-neutral `Store` (agent_server/api/store.py), and continue a chat
+the web wing's transport-neutral `Store` (agent_server/session/store.py), and continue a chat
 session from its stored events like the agent server does (`follow_up`).
 Nothing to run; tests/lsp/test_server.py drives it through the real server process.
 """
@@ -27,8 +27,8 @@ from agent_server.agent.events import EditProposal, Event
 from agent_server.agent.loop import Agent, AgentConfig
 from agent_server.api.completion import completion_prompt
 from agent_server.api.sessions import follow_up
-from agent_server.api.store import Store, adapter_version
 from agent_server.models.base import Completion, Message, ModelBackend, Sampling
+from agent_server.session.store import Store, adapter_version
 from feedback.queries.suggestions import UnknownSuggestion
 from lsp.config import LspConfig
 from lsp.host import (
@@ -170,7 +170,7 @@ class LocalHost:
         if not events:
             result = await agent.run(task)
         else:  # a follow-up in the same chat: the message arrives as the next observation
-            from agent_server.api.protocol import EditorContext
+            from agent_server.protocol.messages import EditorContext
 
             for event in follow_up(events, task, EditorContext()):
                 await sink.emit(event)

@@ -2,7 +2,7 @@
 
     after = apply_unified(before, proposal.diff)   # PatchError when it does not fit
 
-The agent server sends proposals as unified diffs (agent_server/agent/edits_diff.py); the
+The agent server sends proposals as unified diffs (agent_server/agent/edits/diff.py); the
 language server needs the whole new text to build a WorkspaceEdit. Lines keep their own
 terminators; "\\ No newline at end of file" drops the terminator of the line before it.
 Every context and removed line is checked against `before`. Tests: tests/lsp/test_text.py.

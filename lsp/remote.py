@@ -3,7 +3,7 @@
     apprentice lsp --server ws://127.0.0.1:8765/v1/ws   # token: APPRENTICE_TOKEN or the file
 
 The agent server does the model calls and stores suggestions and outcomes; this process
-plays the editor's part of the WebSocket protocol (agent_server/api/protocol.py): it
+plays the editor's part of the WebSocket protocol (agent_server/protocol/messages.py): it
 answers `tool.request`s from the editor's buffers and the disk (lsp/overlay.py), turns
 `edit.proposed` diffs into the LSP side's review (workspace/applyEdit in chat), asks the
 person about commands, and sends outcomes as `edit.outcome` (acknowledged when stored).
@@ -23,11 +23,11 @@ import uuid
 from typing import Any
 
 from agent_server.agent.client_workspace import answer_request
-from agent_server.agent.edits_diff import split_hunks
+from agent_server.agent.edits.diff import split_hunks
 from agent_server.agent.events import EditProposal
-from agent_server.api import protocol as p
-from agent_server.api.client import ProtocolClient, tool_result_message
 from agent_server.models.base import ModelError
+from agent_server.protocol import messages as p
+from agent_server.protocol.client import ProtocolClient, tool_result_message
 from lsp.config import LspConfig
 from lsp.host import (
     Editor,
@@ -203,7 +203,7 @@ class RemoteHost:
     async def status(self) -> dict[str, Any]:
         await self.start()
         assert self.client is not None
-        from agent_server.api.store import adapter_version
+        from agent_server.session.store import adapter_version
 
         welcome = self.client.welcome
         return {"mode": "remote", "server": self.config.server_url, "model": welcome.model,

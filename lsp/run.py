@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 
 from agent_server.models.base import ModelBackend
-from apprentice.settings import Settings
+from ground.settings import Settings
 from lsp.config import LspConfig
 from lsp.host import AgentHost
 from lsp.server import HostFactory, serve

@@ -29,7 +29,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.uris import to_fs_path
 
-from apprentice import __version__
+from ground import __version__
 from lsp.config import LspConfig
 from lsp.host import AgentHost, OutcomeRecord
 from lsp.outcomes import OutcomeTracker

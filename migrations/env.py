@@ -27,7 +27,7 @@ def database_url() -> str:
     url = url or config.get_main_option("sqlalchemy.url")
     if url:
         return url
-    from apprentice.settings import Settings  # only when nothing else named a database
+    from ground.settings import Settings  # only when nothing else named a database
 
     return Settings().database_url
 

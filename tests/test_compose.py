@@ -27,7 +27,7 @@ from sqlalchemy.engine import make_url
 
 from agent_server.models import vllm_command
 from apprentice.cli import app
-from apprentice.settings import ENV_PREFIX, Settings
+from ground.settings import ENV_PREFIX, Settings
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE_TEXT = (REPO / "docker-compose.yml").read_text()

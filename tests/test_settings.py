@@ -1,4 +1,4 @@
-"""`apprentice.settings.Settings`: defaults, sources and their precedence, validation, secrets,
+"""`ground.settings.Settings`: defaults, sources and their precedence, validation, secrets,
 and docs/configuration.md kept in step with the fields.
 
 Every test runs with a fresh APPRENTICE_HOME and no other APPRENTICE_* variable (the autouse
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from apprentice.settings import ENV_PREFIX, Settings
+from ground.settings import ENV_PREFIX, Settings
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = (REPO / "docs" / "configuration.md").read_text()
@@ -82,17 +82,17 @@ def test_doc_toml_example_is_valid(tmp_path, monkeypatch):
         Settings()
 
 
-def test_settings_module_is_a_leaf():
-    """Every room may import apprentice.settings only because it imports nothing of ours."""
+def test_ground_room_is_a_leaf():
+    """Every room may import `ground` only because it imports nothing of ours."""
     ours = {"apprentice", "agent_server", "feedback", "lsp", "learner", "migrations", "tests"}
-    tree = ast.parse((REPO / "apprentice" / "settings.py").read_text())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            imported.add((node.module or ".").split(".")[0] if node.level == 0 else ".")
-    assert not imported & (ours | {"."}), f"apprentice.settings imports {imported & ours}"
+    for path in sorted((REPO / "ground").glob("*.py")):
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                imported.add((node.module or ".").split(".")[0])
+        assert not imported & ours, f"{path.name} imports {imported & ours}"
 
 
 # --- defaults ------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from agent_server.agent.edits_diff import Hunk
+from agent_server.agent.edits.diff import Hunk
 from agent_server.models.base import Completion, ToolCall, Usage
 
 EventKind = Literal[

@@ -26,7 +26,7 @@ from typing import Literal, Protocol, runtime_checkable
 from agent_server.agent import prompts
 from agent_server.agent.actions import Action
 from agent_server.agent.edits import SearchReplace, apply_edits, parse_search_replace
-from agent_server.agent.edits_diff import apply_hunks, split_hunks, unified_diff
+from agent_server.agent.edits.diff import apply_hunks, split_hunks, unified_diff
 from agent_server.agent.events import EditDecision, EditProposal, EventSink
 from agent_server.agent.exceptions import Submitted, ToolFailure
 from agent_server.agent.summarizer import clip

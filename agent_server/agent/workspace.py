@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from agent_server.agent.edits import EditConfig, SearchReplace, detect_newline, plan_edits
-from agent_server.agent.edits_diff import unified_diff
+from agent_server.agent.edits.diff import unified_diff
 from agent_server.agent.workspace_exec import run_process, scrubbed_env
 from agent_server.agent.workspace_fs import ConfinedFS
 from agent_server.agent.workspace_types import (

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from starlette.requests import HTTPConnection
 
-from apprentice.settings import Settings
+from ground.settings import Settings
 
 
 def load_or_create_token(path: Path) -> str:

@@ -12,9 +12,9 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from agent_server.api import protocol as p
-from agent_server.api.errors import ApiError, ErrorCode
 from agent_server.models.base import BackendUnavailable, Message, ModelError, Sampling
+from agent_server.protocol import messages as p
+from agent_server.protocol.errors import ApiError, ErrorCode
 
 if TYPE_CHECKING:
     from agent_server.api.services import Services

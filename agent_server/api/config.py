@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent_server.api.protocol import MAX_FRAME_BYTES
-from apprentice.settings import Settings
+from agent_server.protocol.messages import MAX_FRAME_BYTES
+from ground.settings import Settings
 
 # uvicorn closes the connection (code 1009) above its own ws_max_size; below that our limit
 # answers with a typed error and the connection stays open. Keep ours smaller.
@@ -65,6 +65,6 @@ class ApiConfig(BaseModel):
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides: Any) -> ApiConfig:
-        from apprentice import __version__
+        from ground import __version__
 
         return cls(server_name=f"apprentice/{__version__}", **overrides)

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket
 
-from agent_server.api import protocol as p
 from agent_server.api.completion import complete_inline
-from agent_server.api.errors import ApiError, ErrorCode
 from agent_server.api.frames import FrameError, parse_frame
 from agent_server.api.sessions import LiveSession, transcript_entries
+from agent_server.protocol import messages as p
+from agent_server.protocol.errors import ApiError, ErrorCode
 from feedback.queries.suggestions import OutcomeConflict, UnknownSuggestion
 
 if TYPE_CHECKING:

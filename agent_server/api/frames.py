@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent_server.api import protocol as p
-from agent_server.api.errors import ApiError, ErrorCode
+from agent_server.protocol import messages as p
+from agent_server.protocol.errors import ApiError, ErrorCode
 
 _MAX_DETAILS = 3  # validation errors quoted in the message
 

@@ -17,8 +17,8 @@ from agent_server.api.routers import admin, health, sessions, ws
 from agent_server.api.services import start_services
 from agent_server.models.base import ModelBackend
 from agent_server.models.deployments import start_follower
-from apprentice import __version__
-from apprentice.settings import Settings
+from ground import __version__
+from ground.settings import Settings
 
 
 def create_app(

@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 from agent_server.agent.client_workspace import ClientWorkspace, ClientWorkspaceConfig
 from agent_server.agent.events import EditDecision, EditProposal, Event
 from agent_server.agent.tools import CommandDecision
-from agent_server.api import protocol as p
 from agent_server.models.base import Completion, Message, Sampling
+from agent_server.protocol import messages as p
 
 if TYPE_CHECKING:
     from agent_server.api.connection import Connection
     from agent_server.api.sessions import LiveSession
-    from agent_server.api.store import Store
+    from agent_server.session.store import Store
 
 OBSERVATION_PREVIEW = 2000  # characters of a tool result shown in agent.step
 

@@ -17,10 +17,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from agent_server.api.auth import AuthConfig
 from agent_server.api.config import ApiConfig
 from agent_server.api.sessions import SessionManager
-from agent_server.api.store import Store
 from agent_server.models.base import ModelBackend
-from apprentice.settings import Settings
+from agent_server.session.store import Store
 from feedback.db import make_engine, make_sessionmaker
+from ground.settings import Settings
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 from agent_server.agent.events import Event
 from agent_server.agent.loop import Agent, AgentConfig, RunResult
 from agent_server.agent.summarizer import ModelSummarizer
-from agent_server.api import protocol as p
-from agent_server.api.errors import ApiError, ErrorCode
 from agent_server.api.recorder import DbSink, DeltaBuffer, WsReviewer, client_workspace
-from agent_server.api.store import SessionRow, Store
 from agent_server.models.base import ModelBackend, Usage
+from agent_server.protocol import messages as p
+from agent_server.protocol.errors import ApiError, ErrorCode
+from agent_server.session.store import SessionRow, Store
 
 if TYPE_CHECKING:
     from agent_server.api.config import ApiConfig

@@ -17,7 +17,7 @@ from pathlib import Path
 from agent_server.models.base import ModelBackend
 from agent_server.models.openai_http import OpenAIBackend, OpenAIConfig
 from agent_server.models.vllm_command import SERVED_NAME
-from apprentice.settings import Settings
+from ground.settings import Settings
 
 
 def openai_config(settings: Settings) -> OpenAIConfig:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pygls.exceptions import JsonRpcInvalidParams
 
 from agent_server.api.sessions import task_text
-from apprentice import __version__
+from ground import __version__
 from lsp.editors import ChatEditor, Progress
 from lsp.features.actions import TASKS, ActionData, editor_context
 from lsp.features.errors import request_errors

@@ -19,7 +19,7 @@ from agent_server.agent.edits import (
     plan_edits,
     replace_whole_file,
 )
-from agent_server.agent.edits_diff import apply_hunks, split_hunks, unified_diff
+from agent_server.agent.edits.diff import apply_hunks, split_hunks, unified_diff
 
 PY = """import os
 

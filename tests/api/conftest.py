@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from apprentice.settings import Settings
+from ground.settings import Settings
 from tests.api.server import TOKEN, RunningServer, start_server
 
 

@@ -16,7 +16,7 @@ import uvicorn
 
 from agent_server.api.config import UVICORN_WS_MAX_SIZE, ApiConfig
 from agent_server.api.main import create_app
-from apprentice.settings import Settings
+from ground.settings import Settings
 
 TOKEN = "test-token-0123456789abcdef"
 

@@ -14,10 +14,10 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from agent_server.agent.scripted import ScriptedModel
-from agent_server.api import protocol as p
 from agent_server.api.auth import AuthConfig, RedactTokenFilter
-from agent_server.api.client import ProtocolClient
-from apprentice.settings import Settings
+from agent_server.protocol import messages as p
+from agent_server.protocol.client import ProtocolClient
+from ground.settings import Settings
 from tests.api.server import TOKEN
 
 pytestmark = pytest.mark.postgres

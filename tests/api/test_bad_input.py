@@ -18,9 +18,9 @@ import pytest
 
 from agent_server.agent.scripted import ScriptedModel
 from agent_server.agent.workspace import LocalWorkspace
-from agent_server.api import protocol as p
-from agent_server.api.client import ProtocolClient
-from agent_server.api.errors import ErrorCode
+from agent_server.protocol import messages as p
+from agent_server.protocol.client import ProtocolClient
+from agent_server.protocol.errors import ErrorCode
 from tests.api.server import TOKEN
 
 pytestmark = pytest.mark.postgres

@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from agent_server.agent.scripted import ScriptedModel
-from agent_server.api.client import ProtocolClient
+from agent_server.protocol.client import ProtocolClient
 from feedback.db import make_engine
 from tests.api.server import TOKEN
 from tests.fixtures.settings import REPO

@@ -25,13 +25,13 @@ from sqlalchemy import select
 from agent_server.agent.loop import AgentConfig
 from agent_server.agent.summarizer import SummarizerConfig
 from agent_server.agent.workspace import LocalWorkspace
-from agent_server.api import protocol as p
-from agent_server.api.client import Decision, ProtocolClient
 from agent_server.api.config import ApiConfig
 from agent_server.models.base import Sampling
-from apprentice.settings import Settings
+from agent_server.protocol import messages as p
+from agent_server.protocol.client import Decision, ProtocolClient
 from feedback.db import make_engine, make_sessionmaker
 from feedback.models import Outcome, SessionEvent, Suggestion
+from ground.settings import Settings
 from tests.api.server import TOKEN
 
 pytestmark = [pytest.mark.vllm, pytest.mark.postgres, pytest.mark.slow]

@@ -11,17 +11,17 @@ import sys
 
 import jsonschema
 
-from agent_server.api import protocol as p
-from agent_server.api.errors import ErrorCode
-from agent_server.api.protocol_docs import MD_PATH, SCHEMA_PATH, render_markdown, render_schema
+from agent_server.protocol import messages as p
+from agent_server.protocol.docs import MD_PATH, SCHEMA_PATH, render_markdown, render_schema
+from agent_server.protocol.errors import ErrorCode
 from tests.fixtures.settings import REPO
 
 
 def test_generated_docs_are_up_to_date() -> None:
-    assert MD_PATH.read_text() == render_markdown(), "run: python -m agent_server.api.protocol"
-    assert SCHEMA_PATH.read_text() == render_schema(), "run: python -m agent_server.api.protocol"
+    assert MD_PATH.read_text() == render_markdown(), "run: python -m agent_server.protocol.docs"
+    assert SCHEMA_PATH.read_text() == render_schema(), "run: python -m agent_server.protocol.docs"
     check = subprocess.run(
-        [sys.executable, "-m", "agent_server.api.protocol", "--check"],
+        [sys.executable, "-m", "agent_server.protocol.messages", "--check"],
         cwd=REPO, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert check.returncode == 0, check.stdout + check.stderr

@@ -15,9 +15,9 @@ from sqlalchemy import select
 from agent_server.agent.scripted import ScriptedModel
 from agent_server.agent.summarizer import SummarizerConfig
 from agent_server.agent.workspace import LocalWorkspace
-from agent_server.api import protocol as p
-from agent_server.api.client import ProtocolClient
 from agent_server.api.config import ApiConfig
+from agent_server.protocol import messages as p
+from agent_server.protocol.client import ProtocolClient
 from feedback.db import make_engine, make_sessionmaker
 from feedback.models import SessionEvent
 from tests.api.server import TOKEN

@@ -17,8 +17,8 @@ from sqlalchemy import select
 
 from agent_server.agent.scripted import ScriptedModel
 from agent_server.agent.workspace import LocalWorkspace
-from agent_server.api import protocol as p
-from agent_server.api.client import Decision, ProtocolClient, ProtocolError
+from agent_server.protocol import messages as p
+from agent_server.protocol.client import Decision, ProtocolClient, ProtocolError
 from feedback.db import make_engine, make_sessionmaker
 from feedback.models import Outcome, SessionEvent, Suggestion
 from tests.api.server import TOKEN
@@ -299,7 +299,7 @@ async def test_a_disconnect_mid_review_cancels_the_turn_and_frees_the_session(
     while not isinstance(message := await client.recv(), p.EditProposed):
         if isinstance(message, p.ToolRequest):
             from agent_server.agent.client_workspace import answer_request
-            from agent_server.api.client import tool_result_message
+            from agent_server.protocol.client import tool_result_message
 
             reply = await answer_request(LocalWorkspace(workspace), message.method, message.params)
             await client.send(tool_result_message(message.request_id, reply))

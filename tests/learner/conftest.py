@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
-from apprentice.settings import Settings
 from feedback.db import make_engine, make_sessionmaker
+from ground.settings import Settings
 from learner.pipeline import Context
 
 # Small and quick: a few optimizer steps, outcomes readable at once.

@@ -14,10 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_server.api import protocol as p
-from agent_server.api.client import ProtocolClient
-from apprentice.settings import Settings
+from agent_server.protocol import messages as p
+from agent_server.protocol.client import ProtocolClient
 from feedback.db import make_engine, make_sessionmaker
+from ground.settings import Settings
 from tests.api.server import TOKEN, RunningServer, start_server
 from tests.learner.conftest import FAST
 from tests.learner.synth import seed_feedback

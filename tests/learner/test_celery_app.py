@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from apprentice.broker import TASK_CYCLE, TASK_SCHEDULED, celery_options
-from apprentice.settings import Settings
 from feedback.db import transaction
 from feedback.queries import finish_run, set_run_dataset
+from ground.broker import TASK_CYCLE, TASK_SCHEDULED, celery_options
+from ground.settings import Settings
 from learner import pipeline
 from learner.celery_app import make_app
 from learner.config import DataConfig, LearnerConfig

@@ -27,12 +27,12 @@ import pytest
 import redis
 from sqlalchemy.orm import Session, sessionmaker
 
-from agent_server.api import protocol as p
-from agent_server.api.client import ProtocolClient
-from apprentice.settings import Settings
+from agent_server.protocol import messages as p
+from agent_server.protocol.client import ProtocolClient
 from feedback.db import make_engine, make_sessionmaker, transaction
 from feedback.models import Suggestion
 from feedback.queries import active_deployment, list_adapters, list_deployments
+from ground.settings import Settings
 from learner.publish import file_digests, read_manifest
 from tests.api.server import TOKEN, RunningServer, start_server
 from tests.fixtures.databases import fresh_pg_database

@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_server.api import protocol as p
-from agent_server.api.client import ProtocolClient
+from agent_server.protocol import messages as p
+from agent_server.protocol.client import ProtocolClient
 from feedback.db import make_engine, make_sessionmaker
 from tests.fixtures.settings import REPO
 from tests.learner.synth import seed_feedback

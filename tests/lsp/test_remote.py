@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from apprentice.settings import Settings
+from ground.settings import Settings
 from tests.api.server import TOKEN, RunningServer, start_server
 from tests.lsp.client import PYTHON, lsp_session, raw_request, server_env, unstructured
 from tests.lsp.scripted_backend import model

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
-from apprentice.settings import Settings
+from ground.settings import Settings
 from lsp.config import LspConfig, parse_host_port
 from lsp.text import (
     apply_text_edits,
@@ -95,14 +95,14 @@ def test_config_rules(tmp_path):
 @settings(max_examples=400, deadline=None)
 @given(old=TEXTS, new=TEXTS)
 def test_unified_diffs_from_the_agent_server_apply_back(old: str, new: str):
-    from agent_server.agent.edits_diff import unified_diff
+    from agent_server.agent.edits.diff import unified_diff
     from lsp.patch import apply_unified
 
     assert apply_unified(old, unified_diff(old, new, "a.py")) == new
 
 
 def test_a_diff_that_does_not_fit_is_refused():
-    from agent_server.agent.edits_diff import unified_diff
+    from agent_server.agent.edits.diff import unified_diff
     from lsp.patch import PatchError, apply_unified
 
     diff = unified_diff("a\nb\nc\n", "a\nB\nc\n", "a.py")

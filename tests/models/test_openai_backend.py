@@ -33,7 +33,7 @@ from agent_server.models.base import (
 from agent_server.models.factory import build_backend, openai_config
 from agent_server.models.openai_http import OpenAIBackend, OpenAIConfig
 from agent_server.models.openai_wire import parse_completion
-from apprentice.settings import Settings
+from ground.settings import Settings
 from tests.models.lora import make_lora_adapter
 
 # One event loop for the run: the session-scoped server and module fixtures share it.

@@ -14,7 +14,7 @@ import itertools
 import json
 from pathlib import Path
 
-from agent_server.agent.edits_diff import apply_hunks, split_hunks
+from agent_server.agent.edits.diff import apply_hunks, split_hunks
 
 OUT = Path(__file__).resolve().parents[2] / "vscode-extension/test/unit/fixtures/hunks.json"
 

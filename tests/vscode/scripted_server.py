@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_server.agent.scripted import ScriptedModel
-from apprentice.settings import Settings
 from feedback.migrate import upgrade
+from ground.settings import Settings
 from tests.api.server import start_server
 
 DEFAULT_TOKEN = "vscode-test-token-0123456789"

@@ -10,7 +10,7 @@ unless APPRENTICE_ADMIN_TOKEN is set); the user token is refused with 403.
 
 Triggering writes a queued `learner_runs` row (its `config`: overrides of the learner's
 defaults, validated by the worker) and sends `learner.cycle` by name through the broker
-(apprentice/broker.py): this app never imports the learner. Rolling back loads the target
+(ground/broker.py): this app never imports the learner. Rolling back loads the target
 adapter into this server's backend and answers a canary before the deployments row flips,
 then the deployment follower makes it the default at once. Tests:
 tests/learner/test_admin_api.py.
@@ -30,7 +30,6 @@ from agent_server.api.auth import bearer_token
 from agent_server.api.deps import DbDep, ServicesDep
 from agent_server.models.base import ModelError
 from agent_server.models.deployments import deployment_backend, load_and_check, rollback_to
-from apprentice.broker import send_cycle
 from feedback.db import transaction
 from feedback.queries import (
     adapter_name,
@@ -43,6 +42,7 @@ from feedback.queries import (
     list_runs,
     rollback_target,
 )
+from ground.broker import send_cycle
 
 
 def require_admin(request: Request, services: ServicesDep) -> None:

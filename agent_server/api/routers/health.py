@@ -6,7 +6,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from agent_server.api.deps import ServicesDep
-from agent_server.api.protocol import PROTOCOL_VERSION
+from agent_server.protocol.messages import PROTOCOL_VERSION
 
 router = APIRouter(tags=["health"])
 

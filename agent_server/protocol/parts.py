@@ -1,6 +1,6 @@
 """The objects WebSocket messages are built from (editor context, hunks, usage...).
 
-Part of the protocol: agent_server/api/protocol.py holds the messages and re-exports these.
+Part of the protocol: agent_server/protocol/messages.py holds the messages and re-exports these.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from apprentice.settings import Settings
+from ground.settings import Settings
 
 TASK_CYCLE = "learner.cycle"  # args: [run_id]; starts the chain of steps
 TASK_SCHEDULED = "learner.scheduled_cycle"  # no args; beat sends it

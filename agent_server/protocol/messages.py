@@ -1,6 +1,6 @@
 """The WebSocket protocol at /v1/ws: every message type, as pydantic models.
 
-This module is the source of truth. `python -m agent_server.api.protocol` regenerates
+This module is the source of truth. `python -m agent_server.protocol.docs` regenerates
 docs/protocol.md and docs/protocol.schema.json from it (tests/api/test_protocol_docs.py fails
 when they are stale).
 
@@ -20,15 +20,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 # The parts messages are built from; re-exported (`X as X`) so users import one module.
-from agent_server.api.protocol_parts import _ID, _PATH, _TEXT
-from agent_server.api.protocol_parts import Diagnostic as Diagnostic
-from agent_server.api.protocol_parts import EditorContext as EditorContext
-from agent_server.api.protocol_parts import Hunk as Hunk
-from agent_server.api.protocol_parts import Position as Position
-from agent_server.api.protocol_parts import Selection as Selection
-from agent_server.api.protocol_parts import ToolError as ToolError
-from agent_server.api.protocol_parts import TranscriptEntry as TranscriptEntry
-from agent_server.api.protocol_parts import Usage as Usage
+from agent_server.protocol.parts import _ID, _PATH, _TEXT
+from agent_server.protocol.parts import Diagnostic as Diagnostic
+from agent_server.protocol.parts import EditorContext as EditorContext
+from agent_server.protocol.parts import Hunk as Hunk
+from agent_server.protocol.parts import Position as Position
+from agent_server.protocol.parts import Selection as Selection
+from agent_server.protocol.parts import ToolError as ToolError
+from agent_server.protocol.parts import TranscriptEntry as TranscriptEntry
+from agent_server.protocol.parts import Usage as Usage
 
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = 1024 * 1024  # larger frames get an `error` (frame_too_large)
@@ -362,9 +362,3 @@ def message_type(model: type[_Message]) -> str:
 def encode(message: _Message) -> str:
     """JSON text of a message; None fields are left out to keep frames small."""
     return message.model_dump_json(exclude_none=True)
-
-
-if __name__ == "__main__":
-    from agent_server.api.protocol_docs import main
-
-    main()

@@ -23,7 +23,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 
 from agent_server.agent.client_workspace import answer_request
-from agent_server.api import protocol as p
+from agent_server.protocol import messages as p
 
 
 @dataclass(frozen=True)

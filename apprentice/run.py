@@ -22,7 +22,7 @@ from pathlib import Path
 import uvicorn
 
 from agent_server.api.config import UVICORN_WS_MAX_SIZE
-from apprentice.settings import Settings
+from ground.settings import Settings
 
 GRACEFUL_SHUTDOWN_S = 5  # open WebSockets get this long to finish before they are cut
 
@@ -84,8 +84,8 @@ def prepare_embedded(settings: Settings) -> None:
 
 def up(settings: Settings) -> None:
     """Everything on embedded defaults: the agent server here; the learner's worker and
-    schedule as child processes on the same broker (apprentice/learner_processes.py)."""
-    from apprentice.learner_processes import start_learner
+    schedule as child processes on the same broker (apprentice/processes.py)."""
+    from apprentice.processes import start_learner
 
     prepare_embedded(settings)
     with start_learner(settings):
@@ -130,7 +130,7 @@ def chat(settings: Settings, task: str, workspace: Path) -> int:
     import httpx
 
     from agent_server.api.auth import AuthConfig
-    from agent_server.api.chat import run_chat
+    from apprentice.chat import run_chat
 
     base = f"http://{settings.host}:{settings.port}"
     background = None

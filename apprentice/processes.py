@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
-from apprentice.settings import Settings
+from ground.settings import Settings
 
 
 def learner_commands(settings: Settings) -> dict[str, list[str]]:

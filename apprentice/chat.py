@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.syntax import Syntax
 
 from agent_server.agent.workspace import LocalWorkspace
-from agent_server.api import protocol as p
-from agent_server.api.client import Decision, ProtocolClient, ProtocolError
+from agent_server.protocol import messages as p
+from agent_server.protocol.client import Decision, ProtocolClient, ProtocolError
 
 console = Console(highlight=False)
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from agent_server.agent.edits_indent import (
+from agent_server.agent.edits.indent import (
     IndentMap,
     detect_unit,
     find_indent_map,

@@ -4,7 +4,7 @@
     new_text = apply_edits(old_text, [SearchReplace("x = 1\\n", "x = 2\\n")])
     blocks = parse_search_replace(model_text)  # Aider's <<<<<<< SEARCH / ======= / >>>>>>> REPLACE
 
-Each block is located independently in the ORIGINAL text (edits_match.py: exact, then
+Each block is located independently in the ORIGINAL text (match.py: exact, then
 whitespace-tolerant, then indentation-preserving, then partial-line, then '...'-elided), the
 located regions must not overlap, and they are applied bottom-up. Any failure raises
 `EditError` (a `WorkspaceError`, code "edit_failed") whose message is written for the model:
@@ -13,7 +13,7 @@ half-applied: these functions are pure, and the workspace writes only a complete
 
 The file's newline style (CRLF vs LF, by majority) and its trailing newline are preserved.
 An empty SEARCH creates an empty file, or appends to a non-empty one.
-Diffs and partial acceptance live in edits_diff.py.
+Diffs and partial acceptance live in diff.py.
 Run the tests: .venv/bin/python -m pytest tests/agent/test_edits.py -q
 """
 
@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from agent_server.agent.edits_match import (
+from agent_server.agent.edits.match import (
     Ambiguous,
     FileView,
     NoMatch,

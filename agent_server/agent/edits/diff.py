@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from agent_server.agent.edits import EditError
+from agent_server.agent.edits.apply import EditError
 
 _NO_EOL = "\\ No newline at end of file\n"
 

@@ -1,7 +1,7 @@
-"""Generate docs/protocol.md and docs/protocol.schema.json from agent_server.api.protocol.
+"""Generate docs/protocol.md and docs/protocol.schema.json from agent_server.protocol.messages.
 
-Run: `.venv/bin/python -m agent_server.api.protocol` (writes both files), or
-`... -m agent_server.api.protocol --check` (exit 1 when they are stale; the test does this).
+Run: `.venv/bin/python -m agent_server.protocol.docs` (writes both files), or
+`... -m agent_server.protocol.docs --check` (exit 1 when they are stale; the test does this).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent_server.api import protocol as p
-from agent_server.api.errors import ErrorCode
+from agent_server.protocol import messages as p
+from agent_server.protocol.errors import ErrorCode
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 MD_PATH = DOCS / "protocol.md"
@@ -22,7 +22,7 @@ SCHEMA_PATH = DOCS / "protocol.schema.json"
 
 _INTRO = """# The WebSocket protocol (version {version})
 
-Generated from `agent_server/api/protocol.py` by `python -m agent_server.api.protocol`;
+Generated from `agent_server/protocol/messages.py` by `python -m agent_server.protocol.docs`;
 do not edit by hand. The JSON Schema of every message is in `protocol.schema.json`.
 
 ## Connecting
@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
             if not path.exists() or path.read_text() != text
         ]
         if stale:
-            print("stale (run python -m agent_server.api.protocol):", *stale, sep="\n  ")
+            print("stale (run python -m agent_server.protocol.docs):", *stale, sep="\n  ")
             raise SystemExit(1)
         return
     DOCS.mkdir(exist_ok=True)
