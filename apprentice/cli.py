@@ -7,7 +7,7 @@ environment variables and an optional TOML file (docs/configuration.md).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -34,11 +34,6 @@ def load_settings() -> Settings:
     except Exception as exc:  # pydantic's message names the field and the fix
         err.print(f"[red]error:[/red] invalid settings: {exc}")
         raise typer.Exit(2) from exc
-
-
-def not_built_yet(what: str, issue: int) -> NoReturn:
-    err.print(f"[yellow]not built yet:[/yellow] {what} arrives with issue #{issue}.")
-    raise typer.Exit(3)
 
 
 @app.command()

@@ -1,18 +1,14 @@
-"""The `apprentice` command line: help everywhere, the contract's commands, honest stubs.
+"""The `apprentice` command line: help everywhere, the contract's commands, usage errors.
 
 Each check runs the real CLI as a subprocess (`python -m apprentice.cli ...`). The command
 tree is walked from the typer app, so a command added later is covered without editing this
-file. Commands whose body is still only `not_built_yet(...)` are found by reading
-apprentice/cli.py, so the stub list shrinks by itself as issues land and a built command
-(which may start a server) is never run here.
+file.
 
     .venv/bin/python -m pytest tests/test_cli.py -q
 """
 
 from __future__ import annotations
 
-import ast
-import inspect
 import os
 import subprocess
 import sys
@@ -62,33 +58,6 @@ def first_line(command: Any) -> str:
     return (command.help or "").strip().splitlines()[0] if command.help else ""
 
 
-def stubbed_functions() -> set[str]:
-    """Names of functions in apprentice/cli.py whose whole body is `not_built_yet(...)`."""
-    tree = ast.parse(inspect.getsource(cli))
-    names = set()
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        body = node.body[1:] if ast.get_docstring(node) is not None else node.body
-        if (
-            len(body) == 1
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Call)
-            and getattr(body[0].value.func, "id", None) == "not_built_yet"
-        ):
-            names.add(node.name)
-    return names
-
-
-def stub_commands() -> dict[tuple[str, ...], Any]:
-    stubs = stubbed_functions()
-    return {
-        path: cmd
-        for path, cmd in TREE.items()
-        if getattr(cmd, "callback", None) is not None and cmd.callback.__name__ in stubs
-    }
-
-
 def test_contract_commands_exist():
     for path in CONTRACT:
         assert tuple(path) in TREE, f"`apprentice {' '.join(path)}` is part of the CLI contract"
@@ -120,19 +89,6 @@ def test_unknown_command_is_a_usage_error():
     done = apprentice("no-such-command")
     assert done.returncode == 2
     assert "no-such-command" in done.stderr
-
-
-def test_stubs_say_not_built_yet():
-    stubs = stub_commands()
-    # Only the contract's commands may be stubs; a stub outside it would be dead code.
-    assert {p for p in stubs} <= {tuple(p) for p in CONTRACT}
-    for path, command in stubs.items():
-        required = [p for p in command.params if getattr(p, "required", False)]
-        args = ["x" for p in required if not getattr(p, "opts", [""])[0].startswith("-")]
-        done = apprentice(*path, *args, timeout=60)
-        assert done.returncode == 3, (path, done.returncode, done.stderr)
-        assert "not built yet" in done.stderr
-        assert "issue #" in done.stderr
 
 
 def test_invalid_settings_exit_2_naming_the_field(tmp_path):
