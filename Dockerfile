@@ -5,6 +5,10 @@
 #                                                                   #   migrate, beat
 #   docker build -t apprentice-gpu --build-arg TORCH_VARIANT=cu130 .  # CUDA torch: learner worker
 #
+# The learner worker gets the CUDA variant so that the image is ready for accelerator training,
+# but today's learner (learner/train.py) trains on the CPU whatever torch it has; training on the
+# GPU is planned (docs/architecture.md).
+#
 # docker-compose.yml builds both. Data lives under APPRENTICE_HOME=/data (a volume in compose);
 # the process runs as the unprivileged user `apprentice` (uid 10001). Checked without a Docker
 # engine by tests/test_compose.py (entrypoint, user, home, torch pin).
@@ -22,7 +26,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     APPRENTICE_HOME=/data \
     HF_HOME=/data/hf-cache
 
-# git: the learner mines synthetic tasks from git history (gitpython runs the git binary).
+# git: gitpython (a dependency) runs the git binary; the planned synthetic tasks are mined from
+# git history with it. Nothing of today's code needs it at run time.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends git \
     && rm -rf /var/lib/apt/lists/*
