@@ -1,5 +1,7 @@
 """Entry point behind `apprentice lsp` and `python -m lsp`: Settings -> config -> server.
 
+Builds the server (the state in lsp/server.py plus the handlers of lsp/features/) and runs it:
+
     settings = Settings()
     run(settings, make_config(settings, tcp=None, server=None))   # in-process, stdio
     run(settings, make_config(settings, tcp="127.0.0.1:8766", server="ws://127.0.0.1:8765/v1/ws"))
@@ -17,8 +19,11 @@ from collections.abc import Callable
 from agent_server.models.base import ModelBackend
 from ground.settings import Settings
 from lsp.config import LspConfig
+from lsp.features import register_all
 from lsp.host import AgentHost
-from lsp.server import HostFactory, serve
+from lsp.server import ApprenticeServer, HostFactory
+
+log = logging.getLogger(__name__)
 
 
 def host_factory(
@@ -45,6 +50,22 @@ def host_factory(
         return LocalHost(config, root, build)
 
     return local
+
+
+def build_server(config: LspConfig, host_factory: HostFactory) -> ApprenticeServer:
+    server = ApprenticeServer(config, host_factory)
+    register_all(server)
+    return server
+
+
+def serve(config: LspConfig, host_factory: HostFactory) -> None:
+    """Run until the client sends exit (stdio) or disconnects (tcp)."""
+    server = build_server(config, host_factory)
+    if config.transport == "tcp":
+        log.info("apprentice lsp on tcp %s:%s (%s mode)", config.host, config.port, config.mode)
+        server.start_tcp(config.host, config.port)
+    else:
+        server.start_io()
 
 
 def make_config(settings: Settings, *, tcp: str | None, server: str | None) -> LspConfig:

@@ -1,23 +1,25 @@
-"""The Apprentice language server: a pygls `LanguageServer` subclass that holds the state.
+"""The Apprentice language server's state: a pygls `LanguageServer` subclass and its protocol.
 
     apprentice lsp                      # stdio (what editors start)
     apprentice lsp --tcp 127.0.0.1:8766 # one client over TCP
     apprentice lsp --server ws://127.0.0.1:8765/v1/ws   # a running agent server does the work
 
-Features (small decorated handlers in lsp/features/): inline completion (LSP 3.18),
-code actions with resolve, commands (apprentice.chat / accept / reject / status),
-workspace edits and work-done progress. The agent runs behind the `AgentHost` seam
-(lsp/host.py): in this process on the client's root folder (the default) or in a running
-agent server. Bad input never stops the server: unknown documents and out-of-range
-positions are InvalidParams errors, and params that do not match the LSP types (which
-pygls only logs, leaving the request unanswered) get an InvalidParams answer here.
+This module only holds the state; lsp/run.py builds the server (registers the features)
+and runs it, so the features import this module without a cycle.
+
+Features (small decorated handlers in lsp/features/): inline completion (LSP 3.18), code
+actions with resolve, commands (apprentice.chat / accept / reject / status), workspace edits
+and work-done progress. The agent runs behind the `AgentHost` seam (lsp/host.py): in this
+process on the client's root folder (the default) or in a running agent server. Bad input
+never stops the server: unknown documents and out-of-range positions are InvalidParams
+errors, and params that do not match the LSP types (which pygls only logs, leaving the
+request unanswered) get an InvalidParams answer here.
 Tests: .venv/bin/python -m pytest tests/lsp -q
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +36,6 @@ from lsp.config import LspConfig
 from lsp.host import AgentHost, OutcomeRecord
 from lsp.outcomes import OutcomeTracker
 
-log = logging.getLogger(__name__)
 HostFactory = Callable[[str], AgentHost]  # client root folder -> host
 _ANSWERED = object()  # a request that was already answered with an error
 
@@ -121,21 +122,3 @@ def client_root(params: types.InitializeParams) -> str:
     if params.root_path and os.path.isdir(params.root_path):
         return os.path.realpath(params.root_path)
     return os.path.realpath(os.getcwd())
-
-
-def build_server(config: LspConfig, host_factory: HostFactory) -> ApprenticeServer:
-    from lsp.features import register_all
-
-    server = ApprenticeServer(config, host_factory)
-    register_all(server)
-    return server
-
-
-def serve(config: LspConfig, host_factory: HostFactory) -> None:
-    """Run until the client sends exit (stdio) or disconnects (tcp)."""
-    server = build_server(config, host_factory)
-    if config.transport == "tcp":
-        log.info("apprentice lsp on tcp %s:%s (%s mode)", config.host, config.port, config.mode)
-        server.start_tcp(config.host, config.port)
-    else:
-        server.start_io()
