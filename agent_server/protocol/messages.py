@@ -1,6 +1,12 @@
 """The WebSocket protocol at /v1/ws: every message type, as pydantic models.
 
-This module is the source of truth. `python -m agent_server.protocol.docs` regenerates
+Defined here: the client's messages and the catalogue (CLIENT_MESSAGES, SERVER_MESSAGES, the
+unions and their validating adapters, `encode`). The server's messages live in
+server_messages.py and the shared objects in parts.py; both are re-exported, so
+`from agent_server.protocol import messages as p` reaches every name. The outcome kinds an
+editor may send are feedback.vocab's EditorOutcomeKind.
+
+This package is the source of truth. `python -m agent_server.protocol.docs` regenerates
 docs/protocol.md and docs/protocol.schema.json from it (tests/api/test_protocol_docs.py fails
 when they are stale).
 
@@ -17,10 +23,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import Field, TypeAdapter
 
-# The parts messages are built from; re-exported (`X as X`) so users import one module.
-from agent_server.protocol.parts import _ID, _PATH, _TEXT
+# The parts messages are built from and the server's messages; re-exported (`X as X`) so
+# users import one module.
+from agent_server.protocol.parts import _ID, _PATH, _TEXT, _Message
+from agent_server.protocol.parts import MAX_FRAME_BYTES as MAX_FRAME_BYTES
+from agent_server.protocol.parts import PROTOCOL_VERSION as PROTOCOL_VERSION
 from agent_server.protocol.parts import Diagnostic as Diagnostic
 from agent_server.protocol.parts import EditorContext as EditorContext
 from agent_server.protocol.parts import Hunk as Hunk
@@ -29,29 +38,22 @@ from agent_server.protocol.parts import Selection as Selection
 from agent_server.protocol.parts import ToolError as ToolError
 from agent_server.protocol.parts import TranscriptEntry as TranscriptEntry
 from agent_server.protocol.parts import Usage as Usage
+from agent_server.protocol.server_messages import AgentStep as AgentStep
+from agent_server.protocol.server_messages import AssistantDelta as AssistantDelta
+from agent_server.protocol.server_messages import CommandApprovalRequest as CommandApprovalRequest
+from agent_server.protocol.server_messages import CompletionSuggestion as CompletionSuggestion
+from agent_server.protocol.server_messages import EditProposed as EditProposed
+from agent_server.protocol.server_messages import Error as Error
+from agent_server.protocol.server_messages import OutcomeAck as OutcomeAck
+from agent_server.protocol.server_messages import Pong as Pong
+from agent_server.protocol.server_messages import SessionInfo as SessionInfo
+from agent_server.protocol.server_messages import SummaryMade as SummaryMade
+from agent_server.protocol.server_messages import ToolRequest as ToolRequest
+from agent_server.protocol.server_messages import TurnDone as TurnDone
+from agent_server.protocol.server_messages import Welcome as Welcome
+from feedback.vocab import EditorOutcomeKind
 
-PROTOCOL_VERSION = 1
-MAX_FRAME_BYTES = 1024 * 1024  # larger frames get an `error` (frame_too_large)
-
-
-def _require_type(schema: dict[str, Any]) -> None:
-    # `type` has a default so Python code can omit it, but on the wire it is required.
-    schema["required"] = ["type", *[r for r in schema.get("required", []) if r != "type"]]
-
-
-class _Message(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid", strict=True, frozen=True, json_schema_extra=_require_type
-    )
-
-    id: str | None = Field(
-        default=None,
-        max_length=128,
-        description="Optional; echoed in every reply to this message.",
-    )
-
-
-# ---- client -> server ----------------------------------------------------------------------
+# ---- client -> server (server -> client: server_messages.py) --------------------------------
 
 
 class Hello(_Message):
@@ -115,17 +117,6 @@ class CompletionRequest(_Message):
     max_tokens: int = Field(default=64, ge=1, le=512)
 
 
-OutcomeKind = Literal[
-    "accepted",
-    "rejected",
-    "partially_accepted",
-    "edited_after_accept",
-    "reverted",
-    "persisted",
-    "shown",
-]
-
-
 class EditOutcome(_Message):
     """What the person did with a suggestion. Acknowledged after it is stored.
 
@@ -135,7 +126,7 @@ class EditOutcome(_Message):
 
     type: Literal["edit.outcome"] = "edit.outcome"
     suggestion_id: _ID
-    outcome: OutcomeKind
+    outcome: EditorOutcomeKind
     client_event_id: _ID
     client_time: datetime | None = None
     reason: Annotated[str, Field(max_length=8192)] | None = Field(
@@ -167,127 +158,6 @@ class Cancel(_Message):
 
 class Ping(_Message):
     type: Literal["ping"] = "ping"
-
-
-# ---- server -> client ----------------------------------------------------------------------
-
-
-class Welcome(_Message):
-    type: Literal["welcome"] = "welcome"
-    protocol_version: int = PROTOCOL_VERSION
-    server: str
-    model: str
-    adapter: str | None = None
-    max_frame_bytes: int = MAX_FRAME_BYTES
-
-
-class SessionInfo(_Message):
-    type: Literal["session.info"] = "session.info"
-    session_id: str
-    mode: str
-    title: str
-    status: str
-    created_at: datetime
-    resumed: bool = False
-    last_seq: int = Field(default=-1, description="Seq of the newest stored event.")
-    transcript: list[TranscriptEntry] = Field(
-        default_factory=list, description="On resume: the last summary and the turns after it."
-    )
-
-
-class AssistantDelta(_Message):
-    """Streamed assistant text of the running turn."""
-
-    type: Literal["assistant.delta"] = "assistant.delta"
-    session_id: str
-    text: str
-
-
-class AgentStep(_Message):
-    """The agent called a tool; for display (`observation` is shortened)."""
-
-    type: Literal["agent.step"] = "agent.step"
-    session_id: str
-    tool: str
-    args: dict[str, Any] = Field(default_factory=dict)
-    observation: str = ""
-
-
-class ToolRequest(_Message):
-    """The agent needs the editor's workspace; answer with `tool.result` (same request_id)."""
-
-    type: Literal["tool.request"] = "tool.request"
-    request_id: str
-    session_id: str
-    method: str = Field(description="read_file | list_dir | search | write_file | run_command.")
-    params: dict[str, Any] = Field(default_factory=dict)
-
-
-class CompletionSuggestion(_Message):
-    type: Literal["completion.suggestion"] = "completion.suggestion"
-    suggestion_id: str = Field(description="Use it in edit.outcome (shown/accepted/rejected).")
-    text: str
-    adapter: str | None = None
-
-
-class EditProposed(_Message):
-    """An edit waiting for the person: answer with edit.outcome for `suggestion_id`."""
-
-    type: Literal["edit.proposed"] = "edit.proposed"
-    session_id: str
-    suggestion_id: str
-    path: str
-    diff: str = Field(description="Unified diff of the whole proposal.")
-    hunks: list[Hunk]
-
-
-class OutcomeAck(_Message):
-    """Sent only after the outcome row is stored."""
-
-    type: Literal["outcome.ack"] = "outcome.ack"
-    suggestion_id: str
-    client_event_id: str
-    outcome_id: str
-    duplicate: bool = Field(description="True when this client_event_id was already stored.")
-
-
-class CommandApprovalRequest(_Message):
-    type: Literal["command.approval.request"] = "command.approval.request"
-    request_id: str
-    session_id: str
-    command: str
-
-
-class SummaryMade(_Message):
-    """The agent summarized its context to keep going past the context window."""
-
-    type: Literal["summary.made"] = "summary.made"
-    session_id: str
-    summary: str
-    tokens_before: int | None = None
-    tokens_after: int | None = None
-
-
-class TurnDone(_Message):
-    type: Literal["turn.done"] = "turn.done"
-    session_id: str
-    status: str = Field(
-        description="finished | step_limit | time_limit | too_many_errors | cancelled | "
-        "model_error | context_overflow (the agent's RunStatus), or error (a server fault)."
-    )
-    message: str = Field(default="", description="The agent's final message or the reason.")
-    usage: Usage = Field(default_factory=Usage)
-
-
-class Error(_Message):
-    type: Literal["error"] = "error"
-    code: str = Field(description="One of errors.ErrorCode.")
-    message: str
-    session_id: str | None = None
-
-
-class Pong(_Message):
-    type: Literal["pong"] = "pong"
 
 
 CLIENT_MESSAGES: tuple[type[_Message], ...] = (

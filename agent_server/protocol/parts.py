@@ -1,17 +1,40 @@
-"""The objects WebSocket messages are built from (editor context, hunks, usage...).
+"""What WebSocket messages are built from: the version, the frame limit, the message base
+class and the objects messages carry (editor context, hunks, usage...).
 
-Part of the protocol: agent_server/protocol/messages.py holds the messages and re-exports these.
+Part of the protocol: agent_server/protocol/messages.py holds the messages and re-exports these
+(client_messages.py and server_messages.py the two directions).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 _ID = Annotated[str, Field(min_length=1, max_length=128)]
 _TEXT = Annotated[str, Field(max_length=512 * 1024)]
 _PATH = Annotated[str, Field(max_length=4096)]
+
+PROTOCOL_VERSION = 1
+MAX_FRAME_BYTES = 1024 * 1024  # larger frames get an `error` (frame_too_large)
+
+
+def _require_type(schema: dict[str, Any]) -> None:
+    # `type` has a default so Python code can omit it, but on the wire it is required.
+    schema["required"] = ["type", *[r for r in schema.get("required", []) if r != "type"]]
+
+
+# The base of every message. No docstring: pydantic would give it to the JSON Schema.
+class _Message(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", strict=True, frozen=True, json_schema_extra=_require_type
+    )
+
+    id: str | None = Field(
+        default=None,
+        max_length=128,
+        description="Optional; echoed in every reply to this message.",
+    )
 
 
 class Position(BaseModel):
