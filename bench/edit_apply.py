@@ -16,10 +16,13 @@ Files with 2-8 hunks also give one multi-block edit (all hunks, shuffled).
 
 Replay: each edit unperturbed and with each perturbation of bench/edit_perturb.py (tabs vs
 spaces, trailing whitespace, re-indented blocks, extra/missing blank lines, CRLF, elided
-context). Ours = LocalWorkspace.apply_edit on a real file; baseline = naive exact
-`str.replace` of each block, in the same run. Success = the file equals the real after-text
-(modulo what the kind allows); intact = on failure, the file's bytes are unchanged.
-Prints JSON. Never part of the test run.
+context, a spurious blank line at the start or the end of SEARCH only). Ours =
+LocalWorkspace.apply_edit on a real file; baseline = naive exact `str.replace` of each block,
+in the same run. Success = the file equals the real after-text (modulo what the kind allows);
+intact = on failure, the file's bytes are unchanged; a wrong text = a failure that changed
+the file (written differently from the real after-text). Acceptance: success >= 0.995 per
+kind, no wrong text, intact on every failure.
+Prints JSON on stdout and the per-kind table (markdown) on stderr. Never part of the tests.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from edit_perturb import ALLOWED, KINDS, Case, typo  # noqa: E402
 
 from agent_server.agent.edits import SearchReplace  # noqa: E402
-from agent_server.agent.edits.match import FileView, tolerant_candidates  # noqa: E402
+from agent_server.agent.edits.tolerant import FileView, tolerant_candidates  # noqa: E402
 from agent_server.agent.workspace import LocalWorkspace  # noqa: E402
 from agent_server.agent.workspace_types import WorkspaceError  # noqa: E402
 
@@ -142,7 +145,8 @@ def mine(repos: list[Path], cap: int) -> tuple[list[Edit], Counter]:
                 stats["files"] += 1
                 for i1, i2, j1, j2 in hunks:
                     expected = "\n".join(a[:i1] + b[j1:j2] + a[i2:])
-                    edits.append(Edit(diff.b_path, Case(before, a[i1:i2], b[j1:j2], expected)))
+                    case = Case(before, a[i1:i2], b[j1:j2], expected, at=i1)
+                    edits.append(Edit(diff.b_path, case))
                 n = len(list(SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(3)))
                 if 2 <= len(hunks) == n <= 8:
                     multi = [(a[i1:i2], b[j1:j2]) for i1, i2, j1, j2 in hunks]
@@ -219,6 +223,7 @@ def _score(counter: Counter, kind: str, case: Case, got: str) -> None:
     else:
         counter["failed"] += 1
         counter["intact"] += got == case.before
+        counter["wrong"] += got != case.before
 
 
 def _rates(c: Counter) -> dict:
@@ -227,6 +232,7 @@ def _rates(c: Counter) -> dict:
         "apply_success_rate": round(c["success"] / c["n"], 4) if c["n"] else None,
         "exact_rate": round(c["exact"] / c["n"], 4) if c["n"] else None,
         "failures": c["failed"],
+        "wrong_texts": c["wrong"],
         "intact_on_failure_rate": round(c["intact"] / c["failed"], 4) if c["failed"] else None,
     }
 
@@ -237,6 +243,7 @@ def _refusals(c: Counter) -> dict:
     return {
         "n": n,
         "intact_rate": round(c["success"] / n, 4) if n else None,
+        "wrong_texts": c["wrong"],
         "did_you_mean_rate": round(c["hint"] / n, 4) if n else None,
     }
 
@@ -288,6 +295,25 @@ def main() -> None:
         "seconds": round(time.time() - t0, 1),
     }
     print(json.dumps(report, indent=2))
+    print(_table(report), file=sys.stderr)
+
+
+def _table(report: dict) -> str:
+    """The per-kind table of our applier: n, success rate, wrong texts, intact on failure."""
+    rows = ["| kind | n | success | wrong texts | untouched on failure |", "|---|---|---|---|---|"]
+    for kind, per in [*report["kinds"].items(), ("overall", report["overall"])]:
+        r = per["ours"]
+        intact = "-" if r["intact_on_failure_rate"] is None else r["intact_on_failure_rate"]
+        rows.append(
+            f"| {kind} | {r['n']} | {r['apply_success_rate']} | {r['wrong_texts']} | {intact} |"
+        )
+    for kind, per in report["must_fail"].items():  # success = refused with the file intact
+        r = per["ours"]
+        rows.append(
+            f"| {kind} (must fail) | {r['n']} | {r['intact_rate']} | {r['wrong_texts']} "
+            f"| {r['intact_rate']} |"
+        )
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":

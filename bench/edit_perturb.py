@@ -3,7 +3,9 @@
 Each function takes a `Case` (the file before, the SEARCH and REPLACE lines, the expected
 file after) and returns a perturbed Case, or None when the kind does not apply to this hunk
 (e.g. no indentation to convert). The expected text changes only where the perturbation
-changes the file itself (CRLF). `ALLOWED` says what the comparison may ignore per kind.
+changes the file itself (CRLF). `ALLOWED` says what the comparison may ignore per kind; the
+kinds not in it (the spurious blank line at either end of SEARCH included) must give the real
+after-text byte for byte.
 Not a test; run the bench: .venv/bin/python bench/edit_apply.py --help
 """
 
@@ -15,7 +17,8 @@ from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 
 from agent_server.agent.edits.indent import indent_of
-from agent_server.agent.edits.match import ELISION, FileView
+from agent_server.agent.edits.match import ELISION
+from agent_server.agent.edits.tolerant import FileView
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,7 @@ class Case:
     replace: list[str]
     expected: str  # the whole file after a correct application
     block_newline: str = "\n"  # the model's line ends in the block
+    at: int | None = None  # SEARCH's first line in `before.split("\n")`, when known
 
 
 def _indent_convert(lines: list[str], to_tabs: bool, unit: int) -> list[str]:
@@ -157,6 +161,36 @@ def typo(case: Case, rng: random.Random) -> Case | None:
     return replace(case, search=s, expected=case.before)
 
 
+def _file_line(case: Case, k: int) -> str | None:
+    """Line k of the file as the workspace sees it (a final newline ends the last line, it
+    starts no empty one); None outside the file."""
+    lines = case.before.split("\n")
+    if case.before.endswith("\n"):
+        lines.pop()
+    return lines[k] if 0 <= k < len(lines) else None
+
+
+def lead_blank(case: Case, rng: random.Random) -> Case | None:
+    """A blank line the model put at the start of SEARCH only, where the file has none (the
+    line above is not blank, or SEARCH starts the file): REPLACE is the true one."""
+    if case.at is None:
+        return None
+    above = _file_line(case, case.at - 1)
+    if above is not None and not above.strip():
+        return None  # a real blank line: SEARCH would name it, and REPLACE delete it
+    return replace(case, search=["", *case.search])
+
+
+def trail_blank(case: Case, rng: random.Random) -> Case | None:
+    """A blank line at the end of SEARCH only, where the file has none below it."""
+    if case.at is None:
+        return None
+    below = _file_line(case, case.at + len(case.search))
+    if below is not None and not below.strip():
+        return None
+    return replace(case, search=[*case.search, ""])
+
+
 KINDS = {
     "none": lambda case, rng: case,
     "tabs_vs_spaces": tabs,
@@ -165,6 +199,8 @@ KINDS = {
     "blank_lines": blank_lines,
     "crlf": crlf,
     "elided_context": elided,
+    "search_lead_blank": lead_blank,
+    "search_trail_blank": trail_blank,
 }
 _BLANKS = re.compile(r"\n[ \t]*(?=\n)")
 ALLOWED = {  # what a comparison may ignore, per kind

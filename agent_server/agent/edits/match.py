@@ -1,4 +1,4 @@
-"""Locating one SEARCH/REPLACE block in a file, strategy by strategy (edits.py drives this).
+"""Locating one SEARCH/REPLACE block in a file, strategy by strategy (apply.py drives this).
 
 Each block is located in the ORIGINAL file's lines (LF-normalized, no terminators) and becomes
 one or more `Replacement`s (a line range and its new lines). Strategies, in order:
@@ -11,30 +11,26 @@ one or more `Replacement`s (a line range and its new lines). Strategies, in orde
    uniform column offset or indent-unit scaling ("indent": a re-indented block). The new text
    is made 3-way: the SEARCH->REPLACE line diff is applied onto the file region, so unchanged
    context keeps the file's exact bytes and only new lines are re-indented by the mapping.
+   Blank lines at SEARCH's ends that no file line matches are dropped first (tolerant.py).
 3. elided (tried before 2 when SEARCH has such lines): lines that are just '...'
    (optionally commented) in SEARCH, and at the same places in REPLACE, stand for unchanged
    lines; each piece is located like strategy 2 and the pieces must follow in the file.
-4. substring: SEARCH occurs exactly once inside the text (a partial-line edit).
+4. substring: SEARCH occurs exactly once inside the text (a partial-line edit); a SEARCH
+   whose first or last line is blank is never one.
 A location whose indentation no single mapping explains is not a match (a wrong place is
 worse than a "did you mean" answer).
 
 More than one equally good location raises `Ambiguous`; none raises `NoMatch`.
-Run the tests: .venv/bin/python -m pytest tests/agent/test_edits.py -q
+Run the tests: .venv/bin/python -m pytest tests/agent/test_edits.py tests/agent/test_edits_match.py
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from agent_server.agent.edits.indent import (
-    IndentMap,
-    detect_unit,
-    find_indent_map,
-    indent_of,
-)
+from agent_server.agent.edits.tolerant import Candidate, FileView, tolerant_candidates
 
 ELISION = re.compile(r"^\s*(?:#|//|/\*|--|<!--)?\s*(?:\.\.\.|…)[^\n]{0,60}?(?:\*/|-->)?\s*$")
 
@@ -63,151 +59,6 @@ class Ambiguous(Exception):
         self.lines = lines
 
 
-class FileView:
-    """The file's lines plus the indexes every block of one apply shares."""
-
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
-        self.stripped = [line.strip() for line in lines]
-        self.by_line: dict[str, list[int]] = {}
-        self.by_stripped: dict[str, list[int]] = {}
-        tabs, spaced, widths = 0, 0, []
-        for i, (line, key) in enumerate(zip(lines, self.stripped, strict=True)):
-            self.by_line.setdefault(line, []).append(i)
-            if key:
-                self.by_stripped.setdefault(key, []).append(i)
-                if line[:1] == "\t":
-                    tabs += 1
-                elif line[:1] == " ":
-                    spaced += 1
-                    widths.append(len(indent_of(line)))
-        self.uses_tabs = tabs > spaced
-        self.unit = 4 if self.uses_tabs else detect_unit(widths)
-        self._text: str | None = None
-
-    @property
-    def text(self) -> str:
-        if self._text is None:
-            self._text = "\n".join(self.lines)
-        return self._text
-
-
-@dataclass
-class Candidate:
-    score: int  # 3 whitespace, 2 indent
-    start: int
-    end: int
-    build: Callable[[], list[str]]  # the region's new lines
-
-    @property
-    def strategy(self) -> str:
-        return "whitespace" if self.score == 3 else "indent"
-
-
-def _lead_blank(lines: list[str]) -> int:
-    n = 0
-    while n < len(lines) and not lines[n].strip():
-        n += 1
-    return n
-
-
-def tolerant_candidates(view: FileView, search: list[str], replace: list[str]) -> list[Candidate]:
-    """Every location matching `search` modulo whitespace (strategy 2), with its score."""
-    lead = min(_lead_blank(search), _lead_blank(replace))
-    search, replace = search[lead:], replace[lead:]
-    tail = min(_lead_blank(search[::-1]), _lead_blank(replace[::-1]))
-    search, replace = search[: len(search) - tail], replace[: len(replace) - tail]
-    nb = [k for k, line in enumerate(search) if line.strip()]
-    if not nb:
-        return []
-    keys = [search[k].strip() for k in nb]
-    n, out = len(view.lines), []
-    for first in view.by_stripped.get(keys[0], []):
-        anchors, f = [first], first
-        for key in keys[1:]:
-            f += 1
-            while f < n and not view.stripped[f]:
-                f += 1
-            if f >= n or view.stripped[f] != key:
-                break
-            anchors.append(f)
-        else:
-            pairs = [
-                (indent_of(search[k]), indent_of(view.lines[a]))
-                for k, a in zip(nb, anchors, strict=True)
-            ]
-            scored = find_indent_map(pairs, view.unit, view.uses_tabs, search + replace)
-            if scored is not None:
-                out.append(_candidate(view, search, replace, nb, anchors, *scored))
-    return out
-
-
-def _candidate(
-    view: FileView,
-    search: list[str],
-    replace: list[str],
-    nb: list[int],
-    anchors: list[int],
-    score: int,
-    imap: IndentMap,
-) -> Candidate:
-    lines = view.lines
-    amap: list[int | None] = [None] * len(search)
-    known = list(zip(nb, anchors, strict=True))
-    for k, a in known:
-        amap[k] = a
-    # Pair blank SEARCH lines with blank file lines in the same gap, in order.
-    for (k0, a0), (k1, a1) in zip(known, known[1:], strict=False):
-        for k, a in zip(range(k0 + 1, k1), range(a0 + 1, a1), strict=False):
-            amap[k] = a
-    f = anchors[0] - 1  # leading blanks left in SEARCH: the person deletes blank lines above
-    for k in reversed(range(nb[0])):
-        if f < 0 or view.stripped[f]:
-            break
-        amap[k], f = f, f - 1
-    f = anchors[-1] + 1
-    for k in range(nb[-1] + 1, len(search)):
-        if f >= len(lines) or view.stripped[f]:
-            break
-        amap[k], f = f, f + 1
-    mapped = [a for a in amap if a is not None]
-    start, end = min(mapped), max(mapped) + 1
-    strip_trailing = any(
-        search[k] != search[k].rstrip() and lines[a] == lines[a].rstrip() for k, a in known
-    )
-
-    def render(line: str) -> str:
-        if not line:
-            return line  # an empty line stays empty whatever the indent offset
-        ws = indent_of(line)
-        body = line[len(ws) :]
-        out = imap.render(ws) + body
-        return out.rstrip() if strip_trailing else out
-
-    def build() -> list[str]:
-        out: list[str] = []
-        fc = start
-        ops = SequenceMatcher(None, search, replace, autojunk=False).get_opcodes()
-        for tag, i1, i2, j1, j2 in ops:
-            first = True
-            for k in range(i1, i2):
-                a = amap[k]
-                if a is None:
-                    continue
-                if tag == "equal":
-                    out.extend(lines[fc : a + 1])  # the file's own bytes, blanks between kept
-                elif first:
-                    out.extend(lines[fc:a])  # blank lines before a removed region stay
-                    first = False
-                fc = a + 1
-            if tag != "equal":
-                out.extend(render(line) for line in replace[j1:j2])
-        out.extend(lines[fc:end])
-        return out
-
-    return Candidate(score, start, end, build)
-
-
 def _exact(view: FileView, search: list[str], replace: list[str]) -> Replacement | None:
     m = len(search)
     hits = [i for i in view.by_line.get(search[0], []) if view.lines[i : i + m] == search]
@@ -218,7 +69,10 @@ def _exact(view: FileView, search: list[str], replace: list[str]) -> Replacement
 
 def _substring(view: FileView, search: list[str], replace: list[str]) -> Replacement | None:
     text, needle = view.text, "\n".join(search)
-    if not needle.strip():
+    if not search[0].strip() or not search[-1].strip():
+        # A blank first or last line makes the needle start or end at a line break: its
+        # prefix or suffix would be a whole neighbouring line, joined onto REPLACE's first or
+        # last line when REPLACE lacks that blank line. Not a partial-line edit: no match.
         return None
     hits, i = [], text.find(needle)
     while i >= 0 and len(hits) < 20:
