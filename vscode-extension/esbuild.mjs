@@ -3,11 +3,13 @@
 //   node esbuild.mjs --tests    also test/{unit,integration}/**/*.test.ts -> out/test/... (.js)
 //   node esbuild.mjs --watch    rebuild on change (with --tests: the tests too)
 //   node esbuild.mjs --tests --no-extension   only the tests (the core needs no `vscode`)
-// Type checking is separate: `npm run typecheck` (tsc --noEmit).
+// Every build first regenerates generated/protocol.ts from docs/protocol.schema.json
+// (scripts/generateProtocol.mjs). Type checking is separate: `npm run typecheck` (tsc --noEmit).
 
 import * as esbuild from "esbuild";
 import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
+import { generateProtocol } from "./scripts/generateProtocol.mjs";
 
 const args = new Set(process.argv.slice(2));
 const known = new Set(["--tests", "--watch", "--no-extension", "--production"]);
@@ -59,8 +61,16 @@ if (args.has("--tests")) {
     outdir: "out/test",
     outbase: "test",
     // Tests may not reach the VS Code API: a `vscode` import fails the build here.
-    external: ["ws"],
+    // typescript (the import-cycle test reads the import graph with it) is loaded, not bundled.
+    external: ["ws", "typescript"],
   });
+}
+
+try {
+  await generateProtocol();
+} catch (err) {
+  console.error(`esbuild.mjs: cannot generate the protocol types: ${err.message}`);
+  process.exit(1);
 }
 
 if (args.has("--watch")) {

@@ -1,5 +1,6 @@
 // Unit tests of src/protocol: every server message kind parses, malformed frames are refused
-// with clear messages, encode round-trips, and the TS tables match docs/protocol.schema.json.
+// with clear messages, encode round-trips, and the generated types and the validator follow
+// docs/protocol.schema.json field by field.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -9,7 +10,6 @@ import {
   CLIENT_MESSAGE_TYPES,
   PROTOCOL_VERSION,
   ProtocolViolation,
-  SERVER_FIELDS,
   SERVER_MESSAGE_TYPES,
   encode,
   isMessage,
@@ -18,6 +18,7 @@ import {
   type ClientMessage,
   type ServerMessage,
 } from "../../src/protocol/messages";
+import { EDITOR_REASON_PREFIX } from "../../src/protocol/vocab";
 import { packageRoot } from "./helpers";
 
 const SAMPLES: ServerMessage[] = [
@@ -104,12 +105,20 @@ test("newEventId gives distinct 32-hex ids; isMessage narrows", () => {
 
 // ---- consistency with the server's JSON Schema ----------------------------------------
 
+interface SchemaProp {
+  type?: string;
+  anyOf?: Array<{ type?: string; $ref?: string }>;
+  $ref?: string;
+  description?: string;
+}
+
 interface SchemaDef {
-  properties: Record<string, { type?: string; anyOf?: Array<{ type?: string; $ref?: string }>; $ref?: string }>;
+  properties: Record<string, SchemaProp>;
   required?: string[];
 }
 
 const schema = JSON.parse(readFileSync(join(packageRoot(), "..", "docs", "protocol.schema.json"), "utf8")) as {
+  title: string;
   discriminator: { mapping: Record<string, string> };
   $defs: Record<string, SchemaDef>;
 };
@@ -119,26 +128,54 @@ function defOf(type: string): SchemaDef {
   return schema.$defs[ref.replace("#/$defs/", "")];
 }
 
+/** The JSON kinds a property allows ("object" for a $ref). */
+function kindsOf(prop: SchemaProp): string[] {
+  return prop.anyOf ? prop.anyOf.map((a) => a.type ?? "object") : [prop.type ?? "object"];
+}
+
+function sampleOf(type: string): Record<string, unknown> {
+  return { ...SAMPLES.find((s) => s.type === type)! };
+}
+
 test("every message type of the schema has a TS counterpart, and no more", () => {
   const schemaTypes = Object.keys(schema.discriminator.mapping).sort();
   const tsTypes = [...CLIENT_MESSAGE_TYPES, ...SERVER_MESSAGE_TYPES].sort();
   assert.deepEqual(tsTypes, schemaTypes);
+  assert.equal(schema.title, `Apprentice WebSocket protocol v${PROTOCOL_VERSION}`);
 });
 
-test("server message fields and required-ness match the schema", () => {
+test("every field of every server message is checked as the schema says", () => {
   for (const type of SERVER_MESSAGE_TYPES) {
     const def = defOf(type);
-    const schemaFields = Object.keys(def.properties).filter((f) => f !== "type" && f !== "id").sort();
-    assert.deepEqual(Object.keys(SERVER_FIELDS[type]).sort(), schemaFields, `${type}: fields`);
-    for (const [name, spec] of Object.entries(SERVER_FIELDS[type])) {
+    for (const [name, prop] of Object.entries(def.properties)) {
+      if (name === "type") continue;
+      const kinds = kindsOf(prop);
       const required = (def.required ?? []).includes(name);
-      assert.equal(Boolean(spec.required), required, `${type}.${name}: required`);
-      const prop = def.properties[name];
-      const types = prop.anyOf ? prop.anyOf.map((a) => a.type ?? "object") : [prop.type ?? "object"];
-      assert.ok(types.includes(spec.kind), `${type}.${name}: schema ${types} vs ${spec.kind}`);
-      assert.equal(Boolean(spec.nullable), types.includes("null"), `${type}.${name}: nullable`);
+      // A value of a kind the schema does not allow is refused, naming the field.
+      const wrong = kinds.includes("boolean") ? "text" : true;
+      const broken = { ...sampleOf(type), [name]: wrong };
+      assert.throws(() => parseServerMessage(JSON.stringify(broken)), (err: unknown) => {
+        assert.ok(err instanceof ProtocolViolation, `${type}.${name}: ${String(err)}`);
+        assert.match((err as Error).message, new RegExp(`^${type.replace(".", "\\.")}: field '${name}' is \\w+; expected`), `${type}.${name}`);
+        return true;
+      });
+      // null passes exactly where the schema allows it.
+      const nulled = JSON.stringify({ ...sampleOf(type), [name]: null });
+      if (kinds.includes("null")) assert.equal(parseServerMessage(nulled).type, type, `${type}.${name}: nullable`);
+      else assert.throws(() => parseServerMessage(nulled), /is null; expected/, `${type}.${name}: not nullable`);
+      // An optional field may be left out.
+      if (!required) {
+        const without = sampleOf(type);
+        delete without[name];
+        assert.equal(parseServerMessage(JSON.stringify(without)).type, type, `${type}.${name}: optional`);
+      }
     }
   }
+});
+
+test("the editor's reason prefix is the one the schema documents", () => {
+  const reason = schema.$defs.EditOutcome.properties.reason.description ?? "";
+  assert.ok(reason.includes(`'${EDITOR_REASON_PREFIX}'`), reason);
 });
 
 test("a message missing a required field of the schema is refused", () => {
