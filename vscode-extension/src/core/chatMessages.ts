@@ -2,6 +2,7 @@
 // import so they are unit-tested: what the webview posts is untrusted and parsed here, and the
 // extension keeps every message it posts (deltas coalesced) so a re-created view is replayed.
 import type { Hunk } from "../protocol/messages";
+import type { DecisionKind } from "../protocol/vocab";
 
 export type ToWebview =
   | { type: "user"; text: string }
@@ -17,7 +18,7 @@ export type ToWebview =
   | {
       type: "editDecided";
       suggestionId: string;
-      outcome: "accepted" | "rejected" | "partially_accepted" | "expired";
+      outcome: DecisionKind | "expired"; // expired: the turn ended before the person decided
       acceptedHunks?: number[];
       reason?: string;
     }

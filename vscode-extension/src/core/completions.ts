@@ -7,7 +7,7 @@
 //     happens, with acceptedLength = the characters taken so far)
 //   - anything else, dismiss(), or a newer shown                 -> "rejected" (reason "dismissed")
 
-export type CompletionOutcome = "shown" | "accepted" | "partially_accepted" | "rejected";
+import type { CompletionOutcome } from "../protocol/vocab";
 
 export interface CompletionReport {
   acceptedLength?: number;

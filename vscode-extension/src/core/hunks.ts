@@ -4,7 +4,7 @@
 // EditDecision. Lines keep their own terminators, so CRLF and a missing final newline survive.
 
 import type { Hunk } from "../protocol/messages";
-import type { EditDecision } from "./session";
+import type { EditDecision } from "./decision";
 import { splitLinesKeepEnds } from "./lines";
 
 const NO_EOL = "\\ No newline at end of file";

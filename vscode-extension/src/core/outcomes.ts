@@ -5,8 +5,7 @@
 // through expectWrite/noteWritten, since the server (not the editor) writes the result.
 
 import { pathKey } from "./writeGuard";
-
-export type FollowUpKind = "persisted" | "reverted" | "edited_after_accept";
+import type { FollowUpKind } from "../protocol/vocab";
 
 export interface Timers {
   setTimeout(fn: () => void, ms: number): unknown;

@@ -4,123 +4,32 @@
 // (a client_event_id kept across retries). Incoming messages are never blocked on the
 // person: reviews and approvals run concurrently with tool requests. The agent's write_file
 // goes through a WriteGuard (writeGuard.ts), so it never undoes what the person changed after
-// the agent read the file.
+// the agent read the file. The types it shares with the editor are in sessionTypes.ts,
+// sending an outcome in sendOutcome.ts (both re-exported here).
 
 import type { AgentConnection } from "./connection";
-import { ConnectionFailed, RequestTimeout, ServerError } from "./errors";
-import type { OutcomeTracker } from "./outcomes";
+import { ConnectionFailed, ServerError } from "./errors";
+import { sendOutcome, type OutcomeExtra } from "./sendOutcome";
+import type { CreateOptions, EditDecision, EditorHost, SessionEvent, UnsavedTexts } from "./sessionTypes";
 import { answerToolRequest, ToolError, type ToolReply, type WorkspaceTools } from "./tools";
 import { ABSENT, WriteGuard } from "./writeGuard";
 import {
   isMessage,
   newEventId,
-  type AgentStep,
-  type AssistantDelta,
   type CommandApprovalRequest,
   type EditProposed,
   type EditorContext,
-  type ErrorMessage,
   type OutcomeAck,
   type OutcomeKind,
   type ServerMessage,
   type SessionInfo,
-  type SessionMode,
-  type SummaryMade,
   type TurnDone,
 } from "../protocol/messages";
+import { EDITOR_REASON_PREFIX } from "../protocol/vocab";
 
-/** What the person decided about one edit proposal. */
-export type EditDecision = {
-  outcome: "accepted" | "rejected" | "partially_accepted";
-  acceptedHunks?: number[]; // Hunk.index values, for partially_accepted
-  reason?: string; // why it was rejected (reaches the model)
-};
+export type { CreateOptions, EditDecision, EditorHost, SessionEvent, UnsavedTexts } from "./sessionTypes";
+export { sendOutcome, type OutcomeExtra } from "./sendOutcome";
 
-/** Tools that know the editor's open documents may also say which hold unsaved changes. */
-export interface UnsavedTexts {
-  /** The text of `path`'s open document when it has unsaved changes; undefined otherwise. */
-  unsavedText(path: string): Promise<string | undefined>;
-}
-
-/** Prefix of a rejection the editor made because it could not show the proposal: no person
- * decided it, so the learner must not train on it (see docs/vscode.md). */
-export const EDITOR_REASON_PREFIX = "[editor] ";
-
-/** The editor, as the session sees it. */
-export interface EditorHost {
-  /** May also implement UnsavedTexts (a write to a file the agent never read is refused when
-   * it is open with different unsaved text). */
-  tools: WorkspaceTools;
-  /** Show the proposal and resolve once the person decided (may take minutes). */
-  reviewEdit(p: EditProposed): Promise<EditDecision>;
-  /** Ask the person whether to run the command. */
-  approveCommand(r: CommandApprovalRequest): Promise<boolean>;
-  /** When given, accepted edits are followed up (persisted / reverted / edited_after_accept):
-   * the session calls expectWrite on accept and noteWritten after the agent's write_file. */
-  outcomes?: OutcomeTracker;
-}
-
-export type SessionEvent =
-  | { kind: "delta"; message: AssistantDelta }
-  | { kind: "step"; message: AgentStep }
-  | { kind: "summary"; message: SummaryMade }
-  | { kind: "edit"; message: EditProposed }
-  | { kind: "edit_decided"; message: EditProposed; decision: EditDecision; ack?: OutcomeAck; error?: Error }
-  | { kind: "command"; message: CommandApprovalRequest; approved: boolean }
-  /** A write_file was applied on top of the person's later changes (the accepted hunks where
-   * they are now), or refused because it would have undone them. */
-  | { kind: "write_rebased"; path: string }
-  | { kind: "write_refused"; path: string; message: string }
-  | { kind: "done"; message: TurnDone }
-  | { kind: "error"; message: ErrorMessage };
-
-export interface CreateOptions {
-  mode?: SessionMode;
-  title?: string;
-  workspace?: string;
-}
-
-export interface OutcomeExtra {
-  reason?: string;
-  acceptedLength?: number;
-  finalText?: string;
-  acceptedHunks?: number[];
-  clientEventId?: string; // reuse one to resend the same outcome (stored once)
-}
-
-const OUTCOME_ATTEMPTS = 3;
-const OUTCOME_TIMEOUT_MS = 15_000;
-
-/** Send one edit.outcome and await its outcome.ack. Retries on a timeout with the same
- * client_event_id, so the server stores it once however often it arrives. */
-export async function sendOutcome(
-  conn: AgentConnection,
-  suggestionId: string,
-  outcome: OutcomeKind,
-  extra: OutcomeExtra = {},
-): Promise<OutcomeAck> {
-  const clientEventId = extra.clientEventId ?? newEventId();
-  const message = {
-    type: "edit.outcome" as const,
-    suggestion_id: suggestionId,
-    outcome,
-    client_event_id: clientEventId,
-    client_time: new Date().toISOString(),
-    ...(extra.reason !== undefined ? { reason: extra.reason } : {}),
-    ...(extra.acceptedHunks !== undefined ? { accepted_hunks: extra.acceptedHunks } : {}),
-    ...(extra.acceptedLength !== undefined ? { accepted_length: extra.acceptedLength } : {}),
-    ...(extra.finalText !== undefined ? { final_text: extra.finalText } : {}),
-  };
-  const isAck = (m: ServerMessage): m is OutcomeAck =>
-    m.type === "outcome.ack" && m.client_event_id === clientEventId;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await conn.request(message, isAck, OUTCOME_TIMEOUT_MS);
-    } catch (err) {
-      if (!(err instanceof RequestTimeout) || attempt >= OUTCOME_ATTEMPTS) throw err;
-    }
-  }
-}
 
 export class AgentSession {
   private readonly listeners = new Set<(e: SessionEvent) => void>();

@@ -5,8 +5,9 @@
 // (shown, accepted, partially_accepted, rejected "dismissed").
 import * as path from "node:path";
 import * as vscode from "vscode";
-import { CompletionTracker, type CompletionOutcome, type CompletionReport } from "../core/completions";
-import { sendOutcome } from "../core/session";
+import { CompletionTracker, type CompletionReport } from "../core/completions";
+import { sendOutcome } from "../core/sendOutcome";
+import type { CompletionOutcome } from "../protocol/vocab";
 import { isMessage } from "../protocol/messages";
 import type { ConnectionManager } from "./connectionManager";
 import { Log, describeError } from "./log";

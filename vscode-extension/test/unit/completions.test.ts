@@ -3,7 +3,8 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { CompletionTracker, isBoundary, type CompletionOutcome } from "../../src/core/completions";
+import { CompletionTracker, isBoundary } from "../../src/core/completions";
+import type { CompletionOutcome } from "../../src/protocol/vocab";
 
 function tracker() {
   const reports: Array<[string, CompletionOutcome, Record<string, unknown>]> = [];

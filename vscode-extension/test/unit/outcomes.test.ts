@@ -3,7 +3,8 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { OutcomeTracker, type FollowUpKind } from "../../src/core/outcomes";
+import { OutcomeTracker } from "../../src/core/outcomes";
+import type { FollowUpKind } from "../../src/protocol/vocab";
 import { FakeTimers } from "./helpers";
 
 function setup(files: Map<string, string>, settleMs = 1000) {
