@@ -7,33 +7,22 @@
 // have added or removed lines since the server read the file); when a hunk's own lines
 // changed, the proposal is shown on the chat card only, with a notice, and the person's
 // decision is still theirs to make (an accept makes the agent redo the edit: writeGuard.ts).
-// A proposal that creates a file is diffed against an empty document.
+// A proposal that creates a file is diffed against an empty document. What the proposals
+// look like (CodeLens, decorations, the diff tab) is in proposalView.ts.
 import * as vscode from "vscode";
 import { ProposalReview } from "../core/hunks";
-import { describeConflicts, hunkAtLine, hunkPlaces, locateHunks, rebaseHunks, type HunkPlace } from "../core/hunkPlacement";
+import { describeConflicts, hunkAtLine, hunkPlaces, locateHunks, rebaseHunks } from "../core/hunkPlacement";
 import type { EditDecision } from "../core/session";
 import { ToolError } from "../core/tools";
 import type { EditProposed } from "../protocol/messages";
 import type { Log } from "./log";
+import { closeDiffTab, PROPOSAL_SCHEME, ProposalDecorations, proposalLenses, type PendingEdit } from "./proposalView";
 
 export type { HunkPlace } from "../core/hunkPlacement";
+export { PROPOSAL_SCHEME, type PendingEdit } from "./proposalView";
 
-export const PROPOSAL_SCHEME = "apprentice-proposal";
 const CONTEXT_KEY = "apprentice.hasPendingEdit";
 const EMPTY_BASE = "empty-base"; // URI fragment of the empty left side for a new file
-
-export interface PendingEdit {
-  proposal: EditProposed;
-  fileUri: vscode.Uri; // the real file, or an empty proposal-scheme document when it does not exist
-  proposalUri: vscode.Uri;
-  proposedText: string;
-  review: ProposalReview;
-  places: HunkPlace[]; // empty when stale
-  /** Set when the file changed under the proposal: shown on the card, no diff editor. */
-  stale?: string;
-  resolve: (d: EditDecision) => void;
-  createdAt: number;
-}
 
 /** What the chat shows about decisions (posted by the reviewer as they happen). */
 export interface ReviewListener {
@@ -55,8 +44,7 @@ export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.
   private readonly contentChanged = new vscode.EventEmitter<vscode.Uri>();
   readonly onDidChangeCodeLenses = this.lensChanged.event;
   readonly onDidChange = this.contentChanged.event;
-  private readonly removedDecoration: vscode.TextEditorDecorationType;
-  private readonly addedDecoration: vscode.TextEditorDecorationType;
+  private readonly decorations = new ProposalDecorations();
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(
@@ -65,18 +53,6 @@ export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.
     private readonly fileUriOf: (relPath: string) => Promise<vscode.Uri>,
     private readonly listener: ReviewListener,
   ) {
-    this.removedDecoration = vscode.window.createTextEditorDecorationType({
-      isWholeLine: true,
-      backgroundColor: new vscode.ThemeColor("diffEditor.removedLineBackground"),
-      overviewRulerColor: new vscode.ThemeColor("editorOverviewRuler.deletedForeground"),
-      overviewRulerLane: vscode.OverviewRulerLane.Left,
-    });
-    this.addedDecoration = vscode.window.createTextEditorDecorationType({
-      isWholeLine: true,
-      backgroundColor: new vscode.ThemeColor("diffEditor.insertedLineBackground"),
-      overviewRulerColor: new vscode.ThemeColor("editorOverviewRuler.addedForeground"),
-      overviewRulerLane: vscode.OverviewRulerLane.Left,
-    });
     this.disposables.push(
       vscode.workspace.registerTextDocumentContentProvider(PROPOSAL_SCHEME, this),
       vscode.languages.registerCodeLensProvider([{ scheme: "file" }, { scheme: PROPOSAL_SCHEME }], this),
@@ -229,38 +205,12 @@ export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.
   }
 
   provideCodeLenses(document: vscode.TextDocument): vscode.CodeLens[] {
-    const lenses: vscode.CodeLens[] = [];
-    for (const edit of this.pending.values()) {
-      const onProposal = document.uri.toString() === edit.proposalUri.toString();
-      if (!onProposal && document.uri.toString() !== edit.fileUri.toString()) continue;
-      const id = edit.proposal.suggestion_id;
-      const top = new vscode.Range(0, 0, 0, 0);
-      lenses.push(
-        new vscode.CodeLens(top, { title: "✓ Accept edit", command: "apprentice.acceptEdit", arguments: [id] }),
-        new vscode.CodeLens(top, { title: "✗ Reject edit", command: "apprentice.rejectEdit", arguments: [id] }),
-      );
-      for (const place of edit.places) {
-        const line = Math.min(Math.max(onProposal ? place.newStart : place.oldStart, 0), Math.max(document.lineCount - 1, 0));
-        const at = new vscode.Range(line, 0, line, 0);
-        const n = place.index + 1;
-        const state = edit.review.decided(place.index);
-        if (state === undefined) {
-          lenses.push(
-            new vscode.CodeLens(at, { title: `✓ Accept hunk ${n}`, command: "apprentice.acceptHunk", arguments: [id, place.index] }),
-            new vscode.CodeLens(at, { title: `✗ Reject hunk ${n}`, command: "apprentice.rejectHunk", arguments: [id, place.index] }),
-          );
-        } else {
-          lenses.push(new vscode.CodeLens(at, { title: `Hunk ${n} ${state ? "accepted" : "rejected"}`, command: "" }));
-        }
-      }
-    }
-    return lenses;
+    return proposalLenses(document, this.pending.values());
   }
 
   dispose(): void {
     for (const d of this.disposables) d.dispose();
-    this.removedDecoration.dispose();
-    this.addedDecoration.dispose();
+    this.decorations.dispose();
     this.lensChanged.dispose();
     this.contentChanged.dispose();
     this.pending.clear(); // their reviewEdit promises stay unresolved: nothing wrong is sent
@@ -326,37 +276,11 @@ export class EditReviewer implements vscode.TextDocumentContentProvider, vscode.
     this.decorate();
   }
 
-  /** Removed lines on the real file, added lines on the proposal, for undecided hunks. */
   private decorate(): void {
-    for (const editor of vscode.window.visibleTextEditors) {
-      const uri = editor.document.uri.toString();
-      const removed: vscode.Range[] = [];
-      const added: vscode.Range[] = [];
-      for (const edit of this.pending.values()) {
-        const onProposal = uri === edit.proposalUri.toString();
-        const onFile = uri === edit.fileUri.toString();
-        if (!onProposal && !onFile) continue;
-        for (const p of edit.places) {
-          if (edit.review.decided(p.index) !== undefined) continue;
-          if (onFile) for (const l of p.removedLines) removed.push(new vscode.Range(l, 0, l, 0));
-          if (onProposal) for (const l of p.addedLines) added.push(new vscode.Range(l, 0, l, 0));
-        }
-      }
-      editor.setDecorations(this.removedDecoration, removed);
-      editor.setDecorations(this.addedDecoration, added);
-    }
+    this.decorations.apply(this.pending.values());
   }
 
-  /** Close the diff tab of a decided or expired proposal. */
-  private async closeDiff(edit: PendingEdit): Promise<void> {
-    const wanted = edit.proposalUri.toString();
-    const tabs = vscode.window.tabGroups.all
-      .flatMap((g) => g.tabs)
-      .filter((t) => t.input instanceof vscode.TabInputTextDiff && t.input.modified.toString() === wanted);
-    try {
-      if (tabs.length) await vscode.window.tabGroups.close(tabs, true);
-    } catch (error) {
-      this.log.error("Could not close the proposal's diff", error);
-    }
+  private closeDiff(edit: PendingEdit): Promise<void> {
+    return closeDiffTab(edit, this.log);
   }
 }
