@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Build the VS Code extension: npm ci, esbuild bundle, dist/apprentice.vsix.
+# Build the VS Code extension: npm ci, type check, esbuild bundle, dist/apprentice.vsix.
+# The protocol types are generated from docs/protocol.schema.json by the type check and the
+# build (vscode-extension/scripts/generateProtocol.mjs); a type error fails the build.
 # Idempotent: npm ci is skipped when node_modules was installed from this very
 # package-lock.json (its sha256 is kept in node_modules/.lock-hash after a good install).
 # Needs Node 20+ and npm (the npm registry, on the first run). Run from anywhere.
@@ -25,6 +27,8 @@ else
   echo "$lock_hash" > node_modules/.lock-hash
 fi
 
+echo "==> typecheck (generated protocol types, tsc --noEmit)"
+npm run typecheck
 echo "==> build (dist/extension.js)"
 npm run build
 echo "==> package (dist/apprentice.vsix)"

@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 
 from feedback.db import make_engine
 from feedback.models import Outcome, Suggestion
+from feedback.vocab import DECISION_KINDS
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -62,7 +63,7 @@ def outcomes_of(db: Session, suggestion_id: str, file_path: str) -> list[Outcome
 
 def only_decision(outcomes: list[Outcome], suggestion_id: str) -> Outcome:
     """The one decision among a suggestion's outcomes (follow-ups like `persisted` aside)."""
-    decisions = [o for o in outcomes if o.kind in ("accepted", "partially_accepted", "rejected")]
+    decisions = [o for o in outcomes if o.kind in DECISION_KINDS]
     kinds = [o.kind for o in outcomes]
     assert len(decisions) == 1, f"suggestion {suggestion_id} has outcomes {kinds}, not one decision"
     return decisions[0]
