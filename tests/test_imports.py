@@ -27,7 +27,7 @@ def test_import_linter_contracts_are_kept() -> None:
     assert lint_imports.exists(), f"{lint_imports} missing: pip install -e '.[dev]'"
     # --no-cache: a stale cache under .import_linter_cache must never hide a new import.
     done = subprocess.run(
-        [str(lint_imports), "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=300
+        [str(lint_imports), "--no-cache", "--no-logo"], cwd=REPO, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout, done.stdout
