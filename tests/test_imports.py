@@ -26,9 +26,8 @@ def test_import_linter_contracts_are_kept() -> None:
     lint_imports = Path(sys.executable).with_name("lint-imports")
     assert lint_imports.exists(), f"{lint_imports} missing: pip install -e '.[dev]'"
     # --no-cache: a stale cache under .import_linter_cache must never hide a new import.
-    done = subprocess.run(
-        [str(lint_imports), "--no-cache", "--no-logo"], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
+    command = [str(lint_imports), "--no-cache", "--no-logo"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout, done.stdout
 
