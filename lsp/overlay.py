@@ -18,7 +18,7 @@ import posixpath
 from collections.abc import Callable, Sequence
 
 from agent_server.agent.edits import SearchReplace
-from agent_server.agent.workspace import LocalWorkspace, edit_file
+from agent_server.agent.workspace import LocalWorkspace, edit_file, plan_file_edit
 from agent_server.agent.workspace_types import (
     CommandResult,
     EditResult,
@@ -78,6 +78,9 @@ class EditorWorkspace:
             before = await self._original(path)
         self.changes[path] = (before, text)
         return before is None
+
+    async def plan_edit(self, path: str, blocks: Sequence[SearchReplace]) -> EditResult:
+        return await plan_file_edit(self, path, blocks, self.disk.config.edits)
 
     async def apply_edit(self, path: str, blocks: Sequence[SearchReplace]) -> EditResult:
         return await edit_file(self, path, blocks, self.disk.config.edits)

@@ -16,8 +16,9 @@ The wire format, method by method (params -> result):
     write_file   {path, text}                          -> {created}
     run_command  {command, shell, timeout_s, output_cap_bytes}
                                                        -> {exit_code, output, timed_out, truncated}
-`apply_edit` is computed here (read_file, edits.py, one write_file), so an editor implements
-only the five methods above. `answer_request` is the editor side of the same format over any
+`plan_edit` and `apply_edit` are computed here (read_file, then the edits package with this
+workspace's `EditConfig`; apply_edit adds one write_file), so an editor implements only the
+five methods above. `answer_request` is the editor side of the same format over any
 Workspace: terminal clients and the tests use it to serve requests from a LocalWorkspace.
 Run the tests: .venv/bin/python -m pytest tests/agent/test_workspace.py -q
 """
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_server.agent.edits import EditConfig, EditError, SearchReplace
-from agent_server.agent.workspace import Workspace, edit_file
+from agent_server.agent.workspace import Workspace, edit_file, plan_file_edit
 from agent_server.agent.workspace_types import (
     CommandResult,
     EditResult,
@@ -125,6 +126,9 @@ class ClientWorkspace:
     async def write_file(self, path: str, text: str) -> bool:
         params = {"path": path, "text": text}
         return await self._typed("write_file", params, lambda r: bool(r.get("created", False)))
+
+    async def plan_edit(self, path: str, blocks: Sequence[SearchReplace]) -> EditResult:
+        return await plan_file_edit(self, path, blocks, self.config.edits)
 
     async def apply_edit(self, path: str, blocks: Sequence[SearchReplace]) -> EditResult:
         return await edit_file(self, path, blocks, self.config.edits)

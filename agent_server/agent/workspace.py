@@ -3,18 +3,23 @@
     ws = LocalWorkspace("/path/to/project")
     text = await ws.read_file("src/app.py")
     await ws.apply_edit("src/app.py", [SearchReplace("x = 1\\n", "x = 2\\n")])
+    plan = await ws.plan_edit("src/app.py", blocks)   # the same, computed but not written
     result = await ws.run_command(["pytest", "-q"], timeout_s=60)
 
 Implementations: `LocalWorkspace` (this file: the server's own disk, confined to `root`; the
-learner's rollouts and `apprentice chat` use it) and `ClientWorkspace` (client_workspace.py:
-each call goes to the editor over the WebSocket). Both raise the same `WorkspaceError`
-types (workspace_types.py), whose messages are written to be the model's next observation.
+learner's rollouts and `apprentice chat` use it), `ClientWorkspace` (client_workspace.py:
+each call goes to the editor over the WebSocket) and the language server's `EditorWorkspace`
+(lsp/overlay.py: writes stay proposals). All raise the same `WorkspaceError` types
+(workspace_types.py), whose messages are written to be the model's next observation.
 
 Confinement (workspace_fs.py): relative paths only; absolute paths, `..` out of the root,
 NUL bytes, over-long names and symlinks resolving outside are refused, for reads, writes,
 listings and search alike; writes are atomic and keep the file's mode and newline style.
-Approval is NOT the workspace's job: in interactive mode the agent loop asks the person
-before it calls `apply_edit`, `write_file` or `run_command`.
+Edits: `plan_edit` reads the file and computes its whole new text with the workspace's
+`EditConfig` (edits.plan_edits) without writing; `apply_edit` is `plan_edit` then one
+`write_file`. Every edit goes this one way: the agent's edit tool plans, has the plan
+reviewed, then writes. Approval is NOT the workspace's job: in interactive mode the agent's
+tools ask the person before they call `write_file` or `run_command`.
 Run the tests: .venv/bin/python -m pytest tests/agent/test_workspace.py -q
 """
 
@@ -27,8 +32,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from agent_server.agent.edits import EditConfig, SearchReplace, detect_newline, plan_edits
-from agent_server.agent.edits.diff import unified_diff
+from agent_server.agent.edits import (
+    EditConfig,
+    SearchReplace,
+    detect_newline,
+    plan_edits,
+    unified_diff,
+)
 from agent_server.agent.workspace_exec import run_process, scrubbed_env
 from agent_server.agent.workspace_fs import ConfinedFS
 from agent_server.agent.workspace_types import (
@@ -74,6 +84,11 @@ class Workspace(Protocol):
         """Replace or create the file (parents too); True when it was created."""
         ...
 
+    async def plan_edit(self, path: str, blocks: Sequence[SearchReplace]) -> EditResult:
+        """What apply_edit would write, computed with the workspace's EditConfig; nothing is
+        written. EditError (or FileNotFound) when the blocks do not apply."""
+        ...
+
     async def apply_edit(self, path: str, blocks: Sequence[SearchReplace]) -> EditResult:
         """All blocks or nothing (EditError, file untouched); an empty SEARCH creates."""
         ...
@@ -91,24 +106,32 @@ class Workspace(Protocol):
         ...
 
 
-async def edit_file(
+async def plan_file_edit(
     ws: Workspace, path: str, blocks: Sequence[SearchReplace], config: EditConfig
 ) -> EditResult:
-    """apply_edit for any workspace: read, compute the whole new text, write it once."""
+    """plan_edit for any workspace: read the file, compute its whole new text; no write."""
     try:
         old, exists = await ws.read_file(path), True
     except FileNotFound:
         if any(b.search.strip() for b in blocks):
             raise FileNotFound(
-                f"'{path}' does not exist. To create it, send one block with an empty SEARCH "
-                "and the whole content as REPLACE."
+                f"'{path}' does not exist. To create it, send one edit with an empty SEARCH "
+                "(search) and the whole content as REPLACE (replace)."
             ) from None
         old, exists = "", False
     plan = plan_edits(old, blocks, config)
-    if plan.text != old or not exists:
-        await ws.write_file(path, plan.text)
     diff = unified_diff(old, plan.text, path)
     return EditResult(path, old, plan.text, diff, created=not exists, strategies=plan.strategies)
+
+
+async def edit_file(
+    ws: Workspace, path: str, blocks: Sequence[SearchReplace], config: EditConfig
+) -> EditResult:
+    """apply_edit for any workspace: plan_file_edit, then write the whole new text once."""
+    result = await plan_file_edit(ws, path, blocks, config)
+    if result.new_text != result.old_text or result.created:
+        await ws.write_file(path, result.new_text)
+    return result
 
 
 @dataclass(frozen=True)
@@ -184,6 +207,9 @@ class LocalWorkspace:
                 f"{self.config.max_file_bytes}-byte limit."
             )
         return self.fs.write_atomic(path, data)
+
+    async def plan_edit(self, path: str, blocks: Sequence[SearchReplace]) -> EditResult:
+        return await plan_file_edit(self, path, blocks, self.config.edits)
 
     async def apply_edit(self, path: str, blocks: Sequence[SearchReplace]) -> EditResult:
         return await edit_file(self, path, blocks, self.config.edits)

@@ -99,8 +99,8 @@ def _all_subclasses(cls: type[WorkspaceError]) -> list[type[WorkspaceError]]:
 
 
 def error_from_code(code: str, message: str) -> WorkspaceError:
-    """The WorkspaceError subclass for `code` (EditError included once edits.py is imported);
-    an unknown code becomes a plain WorkspaceError carrying the message."""
+    """The WorkspaceError subclass for `code` (EditError included once the edits package is
+    imported); an unknown code becomes a plain WorkspaceError carrying the message."""
     for cls in _all_subclasses(WorkspaceError):
         if cls.code == code:
             return cls(message)

@@ -85,6 +85,10 @@ async def test_apply_edit_reads_then_writes_once(ws: ClientWorkspace, editor: Fa
     with pytest.raises(EditError, match="Did you mean"):
         await ws.apply_edit("src/app.py", [SearchReplace("def mian():\n    return 2\n", "x")])
     assert [m for m, _ in editor.calls] == ["read_file"]  # nothing written on failure
+    editor.calls.clear()
+    plan = await ws.plan_edit("src/app.py", [SearchReplace("return 2", "return 3")])
+    assert plan.new_text == "def main():\n    return 3\n"
+    assert [m for m, _ in editor.calls] == ["read_file"]  # a plan writes nothing
 
 
 async def test_error_replies_map_to_the_same_types(ws: ClientWorkspace) -> None:

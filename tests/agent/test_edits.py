@@ -15,11 +15,13 @@ from agent_server.agent.edits import (
     EditError,
     SearchReplace,
     apply_edits,
+    apply_hunks,
     parse_search_replace,
     plan_edits,
     replace_whole_file,
+    split_hunks,
+    unified_diff,
 )
-from agent_server.agent.edits.diff import apply_hunks, split_hunks, unified_diff
 
 PY = """import os
 

@@ -157,6 +157,21 @@ async def test_apply_edit_success_and_failure_leave_no_partial_file(
         await ws.apply_edit("missing.py", [SearchReplace("x", "y")])
 
 
+async def test_plan_edit_is_apply_edit_without_the_write(ws: LocalWorkspace, root: Path) -> None:
+    path = root / "src" / "app.py"
+    before = path.read_bytes()
+    blocks = [SearchReplace("    return 'needle'\n", "    return 'thread'\n")]
+    plan = await ws.plan_edit("src/app.py", blocks)
+    assert path.read_bytes() == before  # nothing written
+    assert plan.new_text == "def main():\n    return 'thread'\n" and plan.strategies == ["exact"]
+    assert plan == await ws.apply_edit("src/app.py", blocks)
+    assert path.read_text() == plan.new_text
+    new = await ws.plan_edit("docs/new.md", [SearchReplace("", "# New\n")])
+    assert new.created and not (root / "docs").exists()
+    with pytest.raises(FileNotFound, match="empty SEARCH"):
+        await ws.plan_edit("missing.py", [SearchReplace("x", "y")])
+
+
 async def test_run_command_basics(ws: LocalWorkspace, root: Path) -> None:
     res = await ws.run_command(["ls"])
     assert res.exit_code == 0 and "README.md" in res.output and not res.timed_out

@@ -14,7 +14,7 @@ half-applied: these functions are pure, and the workspace writes only a complete
 The file's newline style (CRLF vs LF, by majority) and its trailing newline are preserved.
 An empty SEARCH creates an empty file, or appends to a non-empty one.
 Diffs and partial acceptance live in diff.py.
-Run the tests: .venv/bin/python -m pytest tests/agent/test_edits.py -q
+Run the tests: .venv/bin/python -m pytest tests/agent/test_edits*.py -q
 """
 
 from __future__ import annotations

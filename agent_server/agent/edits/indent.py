@@ -1,5 +1,6 @@
-"""Indentation arithmetic for edits_match.py: measuring leading whitespace and mapping a
-SEARCH block's indentation onto the file's (tab width, column offset, indent-unit scaling).
+"""Indentation arithmetic for the tolerant strategy (tolerant.py): measuring leading
+whitespace and mapping a SEARCH block's indentation onto the file's (tab width, column
+offset, indent-unit scaling).
 
 Nothing to run here; tests/agent/test_edits.py covers it through apply_edits.
 """

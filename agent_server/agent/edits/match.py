@@ -21,7 +21,7 @@ A location whose indentation no single mapping explains is not a match (a wrong 
 worse than a "did you mean" answer).
 
 More than one equally good location raises `Ambiguous`; none raises `NoMatch`.
-Run the tests: .venv/bin/python -m pytest tests/agent/test_edits.py tests/agent/test_edits_match.py
+Run the tests: .venv/bin/python -m pytest tests/agent/test_edits*.py -q
 """
 
 from __future__ import annotations
