@@ -6,7 +6,8 @@ outlines). Model-fixable failures (WorkspaceError, EditError: a SEARCH that does
 with its did-you-mean hint) raise `ToolFailure`, which the loop reflects to the model;
 `finish` raises `Submitted`.
 
-Edits are proposals first: the new text is computed in memory (edits.apply_edits), the
+Edits are proposals first: the new text is computed in memory by the workspace's edit plan
+(`Workspace.plan_edit`, with the workspace's EditConfig: the same path as `apply_edit`), the
 completion that produced it is recorded with `sink.record_suggestion` BEFORE anyone sees
 it, then in interactive mode the `Reviewer` decides (accept / reject with a reason that
 reaches the model / accept some hunks) and only then the file is written; in autonomous
@@ -25,13 +26,12 @@ from typing import Literal, Protocol, runtime_checkable
 
 from agent_server.agent import prompts
 from agent_server.agent.actions import Action
-from agent_server.agent.edits import SearchReplace, apply_edits, parse_search_replace
-from agent_server.agent.edits.diff import apply_hunks, split_hunks, unified_diff
+from agent_server.agent.edits import SearchReplace, apply_hunks, parse_search_replace, split_hunks
 from agent_server.agent.events import EditDecision, EditProposal, EventSink
 from agent_server.agent.exceptions import Submitted, ToolFailure
 from agent_server.agent.summarizer import clip
 from agent_server.agent.workspace import Workspace
-from agent_server.agent.workspace_types import FileNotFound, WorkspaceError
+from agent_server.agent.workspace_types import WorkspaceError
 from agent_server.models.base import Completion
 
 
@@ -154,16 +154,10 @@ class Toolbox:
             blocks = parse_search_replace(a.args["blocks"])
         else:
             blocks = [SearchReplace(a.args["search"], a.args["replace"])]
-        try:
-            before = await self.ws.read_file(path)
-        except FileNotFound:
-            if any(b.search.strip() for b in blocks):
-                raise FileNotFound(
-                    f"'{path}' does not exist. To create it, send one edit with an empty "
-                    "search and the whole content as replace."
-                ) from None
-            before = ""  # an empty SEARCH creates the file
-        after = apply_edits(before, blocks)  # EditError: nothing changes, the hint goes back
+        # The workspace's edit plan, with its EditConfig (apply_edit's own path, less the
+        # write). EditError / FileNotFound: nothing changes, the hint goes back to the model.
+        plan = await self.ws.plan_edit(path, blocks)
+        before, after = plan.old_text, plan.new_text
         if after == before:
             raise ToolFailure(f"The edit leaves {path} unchanged; SEARCH and REPLACE are equal.")
         proposal = EditProposal(
@@ -172,7 +166,7 @@ class Toolbox:
             path=path,
             before=before,
             after=after,
-            diff=unified_diff(before, after, path),
+            diff=plan.diff,
             hunks=split_hunks(before, after),
             thought=a.thought,
         )
