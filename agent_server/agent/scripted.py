@@ -8,8 +8,9 @@ tool calls), or a callable of the messages returning either. Summary requests (r
 by `prompts.is_summary_request`) are answered by `summary` instead and do not consume
 outputs. Tokens are fake but consistent: one token per `chars_per_token` characters, ids
 from the characters, logprobs from the position; `count_tokens` uses the same rule plus a
-per-message overhead. Like a real server, a prompt plus max_tokens over `context_window` is
-a ContextWindowExceeded error. Every call is recorded in `calls`. Run its tests:
+per-message overhead, and a scripted string's `prompt_token_ids` are those tokens. Like a
+real server, a prompt plus max_tokens over `context_window` is a ContextWindowExceeded error.
+Every call is recorded in `calls`. Run its tests:
     .venv/bin/python -m pytest tests/agent/test_scripted_model.py -q
 """
 
@@ -110,6 +111,14 @@ class ScriptedModel:
             total += MESSAGE_OVERHEAD + math.ceil(len(text) / self.chars_per_token)
         return total
 
+    def prompt_ids(self, messages: Sequence[Message]) -> list[int]:
+        """The prompt's fake token ids: `count_tokens(messages)` of them, role markers first."""
+        ids: list[int] = []
+        for m in messages:
+            text = str(m.get("content") or "") + str(m.get("tool_calls") or "")
+            ids += [50_000 + len(str(m.get("role")))] * MESSAGE_OVERHEAD + self._tokens(text)
+        return ids
+
     def _reply(
         self,
         messages: Sequence[Message],
@@ -151,6 +160,7 @@ class ScriptedModel:
             usage=Usage(prompt_tokens, len(ids)),
             model=self._name,
             adapter=adapter or self._adapter,
+            prompt_token_ids=self.prompt_ids(msgs),
         )
 
     async def complete(
@@ -180,7 +190,8 @@ class ScriptedModel:
             if self.delay_s:
                 await asyncio.sleep(self.delay_s / max(1, len(c.token_ids)))
             yield Chunk(c.text[i * n : (i + 1) * n], [tid], [c.logprobs[i]], adapter=c.adapter)
-        yield Chunk("", [], [], finish_reason=c.finish_reason, usage=c.usage, adapter=c.adapter)
+        yield Chunk("", [], [], finish_reason=c.finish_reason, usage=c.usage, adapter=c.adapter,
+                    prompt_token_ids=c.prompt_token_ids)  # fmt: skip
 
     async def aclose(self) -> None:
         return None

@@ -5,6 +5,10 @@ Implementations: `openai_http.OpenAIBackend` (vLLM or any OpenAI-compatible serv
 sampled tokens' ids and behaviour logprobs with every completion: the learner's off-policy
 correction needs them, so they are not optional.
 
+Every completion also names the exact prompt token ids the backend fed the model
+(`prompt_token_ids`), streamed or not: the learner trains on those ids as they are and never
+renders a chat again. Backends that load LoRA adapters at runtime are also `AdapterHost`s.
+
 Messages are OpenAI-style chat dicts: {"role": "system"|"user"|"assistant"|"tool",
 "content": str, ...}.
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 Message = dict[str, Any]
@@ -65,13 +70,17 @@ class Completion:
     usage: Usage
     model: str  # the base model's name
     adapter: str | None  # the LoRA adapter that served it (e.g. "policy-v3"); None = base model
+    # The ids the backend fed the model (chat template applied). Both backends always set
+    # them; None only from a server that does not report them (not vLLM).
     prompt_token_ids: list[int] | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Chunk:
-    """A piece of a streamed completion. The last chunk carries finish_reason and usage."""
+    """A piece of a streamed completion. The last chunk carries finish_reason and usage,
+    and the prompt's token ids (one chunk of a stream carries them: both backends put them
+    on the last one)."""
 
     text: str
     token_ids: list[int]
@@ -79,6 +88,7 @@ class Chunk:
     finish_reason: str | None = None
     usage: Usage | None = None
     adapter: str | None = None
+    prompt_token_ids: list[int] | None = None
 
 
 class ModelError(Exception):
@@ -156,14 +166,43 @@ class ModelBackend(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class AdapterHost(Protocol):
+    """A backend that loads LoRA adapters at runtime: what the deployments follower, the
+    learner's deployers and the admin rollback call (OpenAIBackend, EmbeddedBackend)."""
+
+    async def load_adapter(self, name: str, path: str | Path) -> None:
+        """Load the peft adapter folder `path` under `name`; then serve it by that name.
+        Loading the same name from the same folder again is a no-op."""
+        ...
+
+    async def unload_adapter(self, name: str) -> None:
+        """Unload `name` (AdapterNotFound when not loaded); if it was the default, the base
+        model becomes the default."""
+        ...
+
+    async def adapter_names(self) -> list[str]:
+        """The names of the adapters loaded now, sorted."""
+        ...
+
+
+class AdapterBackend(ModelBackend, AdapterHost, Protocol):
+    """A model backend that is also an adapter host (both real backends are). Check with
+    isinstance(backend, AdapterHost): ModelBackend's properties may do I/O."""
+
+
 async def collect_stream(
     chunks: AsyncIterator[Chunk],
     model: str,
     on_text: Callable[[str], Awaitable[None]] | None = None,
 ) -> Completion:
-    """The `Completion` a stream adds up to, calling `on_text` with each piece of text."""
+    """The `Completion` a stream adds up to, calling `on_text` with each piece of text.
+
+    Its `prompt_token_ids` are those the stream reported (whichever chunk carried them).
+    """
     text, ids, logprobs = [], [], []
     finish, usage, adapter = "stop", None, None
+    prompt_ids: list[int] | None = None
     async for chunk in chunks:
         if chunk.text and on_text is not None:
             await on_text(chunk.text)
@@ -172,5 +211,9 @@ async def collect_stream(
         logprobs += chunk.logprobs
         finish, usage = chunk.finish_reason or finish, chunk.usage or usage
         adapter = chunk.adapter or adapter
-    usage = usage or Usage(0, len(ids))
-    return Completion("".join(text), ids, logprobs, finish, usage, model, adapter)
+        if chunk.prompt_token_ids is not None:
+            prompt_ids = list(chunk.prompt_token_ids)
+    usage = usage or Usage(len(prompt_ids or []), len(ids))
+    return Completion(
+        "".join(text), ids, logprobs, finish, usage, model, adapter, prompt_token_ids=prompt_ids
+    )

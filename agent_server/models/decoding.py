@@ -2,8 +2,8 @@
 
 `generate` feeds the prompt once, then one token at a time through a transformers KV cache,
 and reports each sampled token as a `Chunk` through `emit`; the last chunk carries the finish
-reason and usage. It stops at a stop token (eos / end of turn), a stop string, the token
-budget, or when `cancelled` is set (checked between tokens).
+reason, the usage and the prompt's token ids. It stops at a stop token (eos / end of turn),
+a stop string, the token budget, or when `cancelled` is set (checked between tokens).
 
 Logprobs mean what vLLM's default `logprobs_mode="raw_logprobs"` means, so both backends
 report the same quantity: log_softmax of the model's logits at temperature 1, before
@@ -177,5 +177,6 @@ def generate(
             finish_reason=finish,
             usage=Usage(prompt_tokens=len(plan.prompt_ids), completion_tokens=generated),
             adapter=plan.adapter,
+            prompt_token_ids=list(plan.prompt_ids),  # what the learner trains on, as fed
         )
     )

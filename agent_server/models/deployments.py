@@ -21,18 +21,25 @@ import asyncio
 import contextlib
 import logging
 import math
-import re
 from pathlib import Path
+from typing import cast
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from agent_server.models.base import Completion, ModelBackend, ModelError, Sampling
+from agent_server.models.base import (
+    AdapterBackend,
+    AdapterHost,
+    Completion,
+    ModelBackend,
+    ModelError,
+    Sampling,
+)
 from feedback.db import transaction
 from feedback.models import Deployment
-from feedback.queries import active_deployment, adapter_name, get_adapter, record_deployment
+from feedback.queries import active_deployment, get_adapter, record_deployment
+from feedback.vocab import adapter_name, is_adapter_name
 
 log = logging.getLogger(__name__)
-_POLICY = re.compile(r"^policy-v(\d+)$")
 BACKEND_NAMES = {"openai": "vllm", "embedded": "embedded"}
 
 
@@ -52,9 +59,13 @@ def deployment_backend(model_backend: str) -> str:
         ) from None
 
 
-def policy_version(name: str) -> int | None:
-    match = _POLICY.match(name)
-    return int(match.group(1)) if match else None
+def adapter_host(backend: ModelBackend) -> AdapterBackend:
+    """`backend` as one that loads adapters; a ModelError for one that cannot (a script)."""
+    # isinstance on AdapterHost only (methods): on ModelBackend it would read every property,
+    # and an OpenAIBackend's context_window may ask the server.
+    if not isinstance(backend, AdapterHost):
+        raise ModelError(f"the {type(backend).__name__} backend cannot load LoRA adapters")
+    return cast(AdapterBackend, backend)
 
 
 async def load_and_check(
@@ -66,7 +77,7 @@ async def load_and_check(
     max_tokens: int = 8,
 ) -> Completion:
     """Load adapter `name` from `path` and answer one canary with it; CanaryFailed if not."""
-    await backend.load_adapter(name, path)  # type: ignore[attr-defined]
+    await adapter_host(backend).load_adapter(name, path)
     completion = await backend.complete(
         [{"role": "user", "content": prompt}],
         sampling=Sampling(max_tokens=max_tokens, temperature=0.0),
@@ -79,20 +90,16 @@ async def load_and_check(
     return completion
 
 
-async def loaded_policies(backend: ModelBackend) -> set[str]:
+async def loaded_policies(backend: AdapterHost) -> set[str]:
     """The `policy-vN` adapters the backend has loaded."""
-    if hasattr(backend, "list_models"):
-        names = {m.get("id", "") for m in await backend.list_models()}
-    else:
-        names = set(getattr(backend, "loaded_adapters", {}))
-    return {n for n in names if policy_version(n) is not None}
+    return {n for n in await backend.adapter_names() if is_adapter_name(n)}
 
 
-async def prune(backend: ModelBackend, keep: set[str]) -> list[str]:
+async def prune(backend: AdapterHost, keep: set[str]) -> list[str]:
     """Unload every loaded `policy-vN` not in `keep`; returns what was unloaded."""
     dropped = sorted(await loaded_policies(backend) - keep)
     for name in dropped:
-        await backend.unload_adapter(name)  # type: ignore[attr-defined]
+        await backend.unload_adapter(name)
     return dropped
 
 
@@ -130,7 +137,7 @@ class DeploymentFollower:
 
     def __init__(
         self,
-        backend: ModelBackend,
+        backend: AdapterBackend,
         db: sessionmaker[Session],
         *,
         backend_name: str,
@@ -157,8 +164,7 @@ class DeploymentFollower:
             if path is None:
                 raise LookupError(f"deployment names version {version}, which has no adapter row")
             name = adapter_name(version)
-            if hasattr(self.backend, "load_adapter"):
-                await self.backend.load_adapter(name, path)  # type: ignore[attr-defined]
+            await self.backend.load_adapter(name, path)
             self.backend.use_adapter(name)
         else:
             self.backend.use_adapter(None)
@@ -197,10 +203,10 @@ def start_follower(
 ) -> DeploymentFollower | None:
     """A running follower for a process's backend; None for one that cannot load adapters
     (the scripted models of tests). Call from inside the event loop; `aclose()` it at exit."""
-    if not hasattr(backend, "load_adapter"):
+    if not isinstance(backend, AdapterHost):
         return None
     follower = DeploymentFollower(
-        backend, db, backend_name=deployment_backend(model_backend), poll_s=poll_s
+        adapter_host(backend), db, backend_name=deployment_backend(model_backend), poll_s=poll_s
     )
     follower.start()
     return follower

@@ -2,22 +2,24 @@
 
 `EmbeddedBackend(EmbeddedConfig(model_dir=...))` loads a causal LM and its tokenizer from a
 local Hugging Face folder (no hub), renders chat messages with the tokenizer's chat template
-(`add_generation_prompt=True`) and samples token by token itself (`decoding.generate`), so it
-knows the exact token ids and the behaviour logprob of every sampled token (what they mean:
-see decoding.py; the same as vLLM's default raw logprobs).
+(`add_generation_prompt=True`, chat_encoding.py) and samples token by token itself
+(`decoding.generate`), so it knows the exact prompt ids it fed (on every completion, and on
+a stream's last chunk), the sampled token ids and the behaviour logprob of each (what they
+mean: see decoding.py; the same as vLLM's default raw logprobs).
 
 Concurrency: the model is not thread-safe, so all torch work (generation, adapter loading)
 runs on one dedicated worker thread, one job at a time behind an asyncio.Lock; the event loop
 only moves chunks from a queue. Cancelling the consumer (task cancel, `break`, `aclose`) sets
 a flag the loop checks between tokens, and the lock is held until the thread has stopped.
 
-LoRA adapters (peft format) are loaded by name at runtime (`load_adapter`), served by name
-per request (`adapter=`) or by default (`use_adapter`), and unloaded (`unload_adapter`);
-`None` means the base model (peft's `disable_adapter`). JSON-schema-constrained output comes
-from `constrained.JsonGuide` (xgrammar). `tools` go to the chat template; tool calls in the reply
-are read in the Hermes format, as the vLLM server does (hermes.py).
+LoRA adapters (peft format; the `AdapterHost` protocol of base.py) are loaded by name at
+runtime (`load_adapter`), listed (`adapter_names`), served by name per request (`adapter=`)
+or by default (`use_adapter`), and unloaded (`unload_adapter`); `None` means the base model
+(peft's `disable_adapter`). JSON-schema-constrained output comes from `constrained.JsonGuide`
+(xgrammar). `tools` go to the chat template; tool calls in the reply are read in the Hermes
+format, as the vLLM server does (hermes.py).
 
-Try it: `.venv/bin/python -m pytest tests/models/test_embedded_backend.py -q`.
+Try it: `.venv/bin/python -m pytest tests/models/test_embedded_*.py -q`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from agent_server.models.base import (
     ModelError,
     Sampling,
 )
+from agent_server.models.chat_encoding import encode_chat
 from agent_server.models.constrained import JsonGuide
 from agent_server.models.decoding import GenerationPlan, generate
 from agent_server.models.embedded_config import DTYPES, EmbeddedConfig
@@ -109,6 +112,9 @@ class EmbeddedBackend:
     @property
     def loaded_adapters(self) -> dict[str, Path]:
         return dict(self._adapters)
+
+    async def adapter_names(self) -> list[str]:
+        return self._names()
 
     def use_adapter(self, name: str | None) -> None:
         if name is not None and name not in self._adapters:
@@ -304,15 +310,8 @@ class EmbeddedBackend:
     def _prompt_ids(
         self, messages: Sequence[Message], tools: Sequence[dict[str, Any]] | None
     ) -> list[int]:
-        # Render to text, then encode without special tokens: what vLLM's chat endpoint does.
-        with self._tokenizer_lock:
-            text = self._tokenizer.apply_chat_template(
-                list(messages),
-                tools=list(tools) if tools else None,
-                add_generation_prompt=True,
-                tokenize=False,
-            )
-            return list(self._tokenizer.encode(text, add_special_tokens=False))
+        with self._tokenizer_lock:  # rendered and encoded as vLLM's chat endpoint does
+            return encode_chat(self._tokenizer, messages, tools=tools)
 
     def _decode(self, ids: list[int]) -> str:
         with self._tokenizer_lock:

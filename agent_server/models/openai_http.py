@@ -6,11 +6,11 @@
     await backend.load_adapter("policy-v3", "/path/to/adapters/policy-v3")
     backend.use_adapter("policy-v3")
 
-Start a server with scripts/vllm-serve.sh. Every completion carries the sampled token ids
-and their logprobs (openai_wire.py). Adapters are selected by sending their name as
-"model"; the runtime LoRA API (`load_adapter`, `unload_adapter`, `list_models`) is what the
-learner's Deployer calls. `timeout_s` bounds one call *including* its retries, so a caller
-hears `BackendUnavailable` within it when the server is down. Tests:
+Start a server with scripts/vllm-serve.sh. Every completion carries the prompt's and the
+sampled token ids and the logprobs (openai_wire.py). Adapters are selected by sending their
+name as "model"; the runtime LoRA API (`load_adapter`, `unload_adapter`, `adapter_names`:
+base.AdapterHost) is what the learner's Deployer calls. `timeout_s` bounds one call
+*including* its retries, so a caller hears `BackendUnavailable` within it. Tests:
 tests/models/test_openai_backend.py and tests/models/test_backend_contract.py.
 """
 
@@ -208,13 +208,9 @@ class OpenAIBackend:
     # -- tokens ----------------------------------------------------------------------------
     def count_tokens(self, messages: Sequence[Message]) -> int:
         if self.config.tokenizer_path is not None:
-            ids = self._tokenizer.apply_chat_template(
-                list(messages), add_generation_prompt=True, tokenize=True
-            )
-            # transformers 5 returns a BatchEncoding; older versions a plain list.
-            if hasattr(ids, "keys"):
-                ids = ids["input_ids"]
-            return len(ids)
+            from agent_server.models.chat_encoding import count_tokens  # imports transformers
+
+            return count_tokens(self._tokenizer, messages)  # rendered as vLLM renders it
         reply = self._sync_request(
             "POST",
             f"{self.config.root_url}/tokenize",
@@ -228,9 +224,10 @@ class OpenAIBackend:
 
     @cached_property
     def _tokenizer(self) -> Any:
-        from transformers import AutoTokenizer  # heavy import, only when counting locally
+        from agent_server.models.chat_encoding import load_tokenizer  # heavy, only if counting
 
-        return AutoTokenizer.from_pretrained(self.config.tokenizer_path)
+        assert self.config.tokenizer_path is not None
+        return load_tokenizer(self.config.tokenizer_path)
 
     # -- runtime LoRA (vLLM, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True) ---------------------------
     async def load_adapter(self, name: str, path: str | Path) -> None:
@@ -268,6 +265,10 @@ class OpenAIBackend:
         )
         if self._adapter == name:
             self._adapter = None
+
+    async def adapter_names(self) -> list[str]:
+        """The adapters the server has loaded (every /v1/models entry but the base model)."""
+        return sorted(m["id"] for m in await self.list_models() if m.get("id") != self.config.model)
 
     async def list_models(self) -> list[dict[str, Any]]:
         """/v1/models entries: the base model and each loaded adapter (with `parent`)."""

@@ -13,6 +13,7 @@ and top-p), which is what the learner recomputes from the model for importance r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -98,6 +99,10 @@ def ids_and_logprobs(choice: dict[str, Any]) -> tuple[list[int], list[float]]:
     return ids, logprobs
 
 
+def _int_list(raw: Any) -> list[int] | None:
+    return None if raw is None else [int(i) for i in raw]
+
+
 def usage_of(data: dict[str, Any]) -> Usage | None:
     raw = data.get("usage")
     if not raw:
@@ -133,7 +138,7 @@ def parse_completion(data: dict[str, Any], *, model: str, adapter: str | None) -
         usage=usage,
         model=model,
         adapter=adapter,
-        prompt_token_ids=data.get("prompt_token_ids"),
+        prompt_token_ids=_int_list(data.get("prompt_token_ids")),
         tool_calls=tool_calls_of(message),
     )
 
@@ -143,6 +148,8 @@ class StreamParser:
 
     vLLM sends the finish reason with the last token and the usage in a separate event after
     it, so the finishing chunk is held back until the usage (or the end of the stream) comes.
+    It sends `prompt_token_ids` once, in the first event (an empty role delta, no chunk of
+    its own): the parser keeps them and puts them on the finishing chunk.
     """
 
     def __init__(self, adapter: str | None) -> None:
@@ -161,7 +168,7 @@ class StreamParser:
             error = data["error"]
             raise ModelError(f"server error mid-stream: {error.get('message', error)}")
         if data.get("prompt_token_ids") is not None:
-            self.prompt_token_ids = list(data["prompt_token_ids"])
+            self.prompt_token_ids = _int_list(data["prompt_token_ids"])
         out: list[Chunk] = []
         usage = usage_of(data)
         for choice in data.get("choices") or []:
@@ -169,23 +176,12 @@ class StreamParser:
             ids, logprobs = ids_and_logprobs(choice)
             reason = choice.get("finish_reason")
             if reason is not None:
-                self._held = Chunk(
-                    text, ids, logprobs, finish_reason(reason), None, adapter=self.adapter
-                )
+                self._held = Chunk(text, ids, logprobs, finish_reason(reason), adapter=self.adapter)
             elif text or ids:
                 out.append(Chunk(text, ids, logprobs, adapter=self.adapter))
         if usage is not None and self._held is not None:
             held, self._held = self._held, None
-            out.append(
-                Chunk(
-                    held.text,
-                    held.token_ids,
-                    held.logprobs,
-                    held.finish_reason,
-                    usage,
-                    adapter=self.adapter,
-                )
-            )
+            out.append(self._finishing(held, usage))
         return out
 
     def finish(self) -> list[Chunk]:
@@ -193,4 +189,7 @@ class StreamParser:
         if self._held is None:
             return []
         held, self._held = self._held, None
-        return [held]
+        return [self._finishing(held, None)]
+
+    def _finishing(self, held: Chunk, usage: Usage | None) -> Chunk:
+        return dataclasses.replace(held, usage=usage, prompt_token_ids=self.prompt_token_ids)

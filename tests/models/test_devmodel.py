@@ -15,16 +15,18 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from agent_server.models.chat_encoding import (
+    count_tokens,
+    encode_chat,
+    load_tokenizer,
+    render_chat,
+)
 from agent_server.models.devmodel import (
     MANIFEST,
     DevModelConfig,
     build_dev_model,
     corpus,
-    count_tokens,
-    encode_chat,
-    load_tokenizer,
     read_manifest,
-    render_chat,
 )
 from agent_server.models.devmodel.build import _write_atomically
 from tests.fixtures.settings import REPO, run_cli

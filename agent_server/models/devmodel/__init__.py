@@ -1,7 +1,7 @@
 """The small real dev model: a BPE tokenizer and a tiny Llama trained here on Python code.
 
-Build it with `apprentice model build-dev`; backends count prompt tokens with
-`count_tokens(load_tokenizer(model_dir), messages)`.
+Build it with `apprentice model build-dev`. This package only builds the model; encoding a
+chat for it (or any model) is agent_server/models/chat_encoding.py.
 """
 
 import os
@@ -21,13 +21,7 @@ from agent_server.models.devmodel.build import (
     read_manifest,
     run_build_dev,
 )
-from agent_server.models.devmodel.tokenizer import (
-    CHAT_TEMPLATE,
-    count_tokens,
-    encode_chat,
-    load_tokenizer,
-    render_chat,
-)
+from agent_server.models.devmodel.tokenizer import CHAT_TEMPLATE
 
 __all__ = [
     "CHAT_TEMPLATE",
@@ -36,10 +30,6 @@ __all__ = [
     "DevModelConfig",
     "build_dev_model",
     "builder_version",
-    "count_tokens",
-    "encode_chat",
-    "load_tokenizer",
     "read_manifest",
-    "render_chat",
     "run_build_dev",
 ]

@@ -26,11 +26,11 @@ from rich.console import Console
 from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 from transformers.utils import logging as hf_logging
 
+from agent_server.models.chat_encoding import render_chat
 from agent_server.models.devmodel import corpus
 from agent_server.models.devmodel.tokenizer import (
     EOS,
     IM_END,
-    render_chat,
     save_tokenizer,
     train_tokenizer,
     wrap,

@@ -1,8 +1,7 @@
 """The dev model's tokenizer: byte-level BPE trained here, with a ChatML-style chat template.
 
-Also the token-counting helpers that backends reuse: `load_tokenizer(model_dir)` and
-`count_tokens(tokenizer, messages)` count a prompt exactly as the model will see it (the
-model's own tokenizer and chat template, generation prompt included).
+Building only: rendering and encoding chats with a built model's tokenizer (for any model,
+not just this one) is agent_server/models/chat_encoding.py.
 
 Turn format (what the template renders, and what the model was trained on):
 
@@ -18,7 +17,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from tokenizers import (
     AddedToken,
@@ -29,7 +27,7 @@ from tokenizers import (
     processors,
     trainers,
 )
-from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+from transformers import PreTrainedTokenizerFast
 
 BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -131,52 +129,3 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerFast, out: Path) -> None:
     # transformers 5 writes its own class name; this one resolves in 4.x and 5.x alike.
     config["tokenizer_class"] = "PreTrainedTokenizerFast"
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
-def load_tokenizer(model_dir: str | Path) -> PreTrainedTokenizerBase:
-    """The tokenizer saved with a model (ours or any Hugging Face-format model folder)."""
-    return AutoTokenizer.from_pretrained(str(model_dir))
-
-
-def render_chat(
-    tokenizer: PreTrainedTokenizerBase,
-    messages: Sequence[dict[str, Any]],
-    *,
-    tools: Sequence[dict[str, Any]] | None = None,
-    add_generation_prompt: bool = True,
-) -> str:
-    """The prompt text the model sees for `messages`."""
-    return tokenizer.apply_chat_template(
-        list(messages),
-        tools=list(tools) if tools else None,
-        tokenize=False,
-        add_generation_prompt=add_generation_prompt,
-    )
-
-
-def encode_chat(
-    tokenizer: PreTrainedTokenizerBase,
-    messages: Sequence[dict[str, Any]],
-    *,
-    tools: Sequence[dict[str, Any]] | None = None,
-    add_generation_prompt: bool = True,
-) -> list[int]:
-    """Prompt token ids of `messages` (template rendered, then encoded without extra specials)."""
-    text = render_chat(
-        tokenizer, messages, tools=tools, add_generation_prompt=add_generation_prompt
-    )
-    # The template already holds every special token; adding more would double-count.
-    return list(tokenizer.encode(text, add_special_tokens=False))
-
-
-def count_tokens(
-    tokenizer: PreTrainedTokenizerBase,
-    messages: Sequence[dict[str, Any]],
-    *,
-    tools: Sequence[dict[str, Any]] | None = None,
-    add_generation_prompt: bool = True,
-) -> int:
-    """Prompt tokens of `messages` as the model will see them."""
-    return len(
-        encode_chat(tokenizer, messages, tools=tools, add_generation_prompt=add_generation_prompt)
-    )
