@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from feedback.vocab import LABEL_KINDS
+
 # The projection layers of Llama-style models; vLLM loads LoRA on all of them (it packs
 # q/k/v and gate/up itself). Embeddings and lm_head are left alone: no modules_to_save.
 LINEAR_LAYERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -210,14 +212,11 @@ class LearnerConfig(_Frozen):
 
     @model_validator(mode="after")
     def _weights_known(self) -> LearnerConfig:
-        unknown = set(self.data.weights) - {
-            "accepted", "persisted", "partially_accepted", "edited_after_accept", "rejected",
-            "reverted",
-        }  # fmt: skip
+        unknown = set(self.data.weights) - LABEL_KINDS
         if unknown:
             raise ValueError(
-                f"data.weights has unknown outcome kinds {sorted(unknown)}: use accepted, "
-                "persisted, partially_accepted, edited_after_accept, rejected, reverted"
+                f"data.weights has unknown outcome kinds {sorted(unknown)}: use "
+                f"{', '.join(sorted(LABEL_KINDS))}"
             )
         return self
 

@@ -1,6 +1,6 @@
 """Collect: feedback since the last successful run -> a labelled dataset snapshot.
 
-    samples, summary = collect_samples(db, config.data, tokenizer=tok, after_outcome_id=c)
+    samples, summary = collect_samples(db, config.data, after_outcome_id=c)
     write_snapshot(path, samples)            # JSON, written atomically
     samples = read_snapshot(path)
 
@@ -12,8 +12,10 @@ does an answer the editor gave for the person (reason starting with EDITOR_REASO
 proposal could not be shown, so it says nothing about the model's output). Samples
 made by an adapter more than K versions older than the newest published one are dropped
 (their behaviour policy is too far from the one being trained for the capped importance
-ratio to correct). Token ids come from the suggestion row; a row without prompt ids is
-re-tokenized with the model's chat template, exactly as the backends render prompts.
+ratio to correct). Token ids come from the suggestion row unchanged: the prompt ids the
+backend fed the model and the ids it sampled. The learner never renders or tokenizes a chat
+(a second encoding could differ from what the policy saw); a row without ids (written before
+they were required) is dropped and counted. The outcome vocabulary is feedback.vocab's.
 
 Another data source (synthetic tasks from git history) plugs in by producing `Sample`s.
 Tested in tests/learner/test_data.py.
@@ -32,20 +34,15 @@ from typing import Any
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
-from agent_server.models.devmodel.tokenizer import encode_chat
 from feedback.models import Adapter, LearnerRun, Outcome
 from feedback.queries import feedback_since
+from feedback.vocab import DESIRABLE, EDITOR_REASON_PREFIX, LABEL_KINDS
 from learner.config import DataConfig
-
-DESIRABLE = frozenset({"accepted", "persisted", "partially_accepted", "edited_after_accept"})
-UNDESIRABLE = frozenset({"rejected", "reverted"})
-# The VS Code extension's reason on a "rejected" it sent because it could not show the proposal.
-EDITOR_REASON_PREFIX = "[editor] "
 
 
 def _is_decision(outcome: Outcome) -> bool:
     """Whether this outcome is the person's verdict on the suggestion."""
-    if outcome.kind not in DESIRABLE | UNDESIRABLE:
+    if outcome.kind not in LABEL_KINDS:
         return False
     return not (outcome.reason or "").startswith(EDITOR_REASON_PREFIX)
 
@@ -85,7 +82,7 @@ def settled_outcome_id(db: Session, settle_s: float) -> int:
 
 def new_outcome_count(db: Session, *, after_outcome_id: int, settle_s: float = 0.0) -> int:
     """Decisive outcomes after the cursor and settled (what the schedule's threshold counts)."""
-    kinds = sorted(DESIRABLE | UNDESIRABLE)
+    kinds = sorted(LABEL_KINDS)
     query = select(func.count(Outcome.id)).where(
         Outcome.id > after_outcome_id,
         Outcome.id <= settled_outcome_id(db, settle_s),
@@ -107,7 +104,6 @@ def collect_samples(
     db: Session,
     config: DataConfig,
     *,
-    tokenizer: Any,
     after_outcome_id: int,
 ) -> tuple[list[Sample], dict[str, Any]]:
     """Labelled samples from outcomes in (after_outcome_id, settled], and a summary dict."""
@@ -126,17 +122,16 @@ def collect_samples(
         if newest - version > config.staleness_k:
             counts["stale"] += 1
             continue
-        if not s.completion_token_ids:
-            counts["empty"] += 1
+        if not s.prompt_token_ids or not s.completion_token_ids:
+            counts["empty"] += 1  # an old row, from before the write required the ids
             continue
         deciding = decisive[-1]
-        prompt_ids = s.prompt_token_ids or encode_chat(tokenizer, s.prompt_messages)
         samples.append(
             Sample(
                 suggestion_id=s.id,
                 desirable=deciding.kind in DESIRABLE,
                 weight=float(config.weights.get(deciding.kind, 1.0)),
-                prompt_ids=list(prompt_ids),
+                prompt_ids=list(s.prompt_token_ids),
                 completion_ids=list(s.completion_token_ids),
                 behaviour_logprobs=[float(x) for x in s.completion_logprobs],
                 adapter_version=version,

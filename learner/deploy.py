@@ -31,7 +31,8 @@ from agent_server.models.deployments import (
 )
 from feedback.db import transaction
 from feedback.models import Deployment
-from feedback.queries import active_deployment, adapter_name, get_adapter, record_deployment
+from feedback.queries import active_deployment, get_adapter, record_deployment
+from feedback.vocab import adapter_name
 from ground.settings import Settings
 from learner.config import DeployConfig
 

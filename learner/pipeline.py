@@ -73,10 +73,7 @@ def collect(ctx: Context, run_id: int) -> dict[str, Any]:
             )
         with transaction(ctx.db) as db:
             cursor = training_cursor(db)
-            samples, summary = collect_samples(
-                db, config.data, tokenizer=_LazyTokenizer(ctx.settings.model_name),
-                after_outcome_id=cursor,
-            )  # fmt: skip
+            samples, summary = collect_samples(db, config.data, after_outcome_id=cursor)
         samples = ensure_split(samples)
         train = [s for s in samples if not s.heldout]
         summary.update(train=len(train), heldout=len(samples) - len(train))
@@ -238,18 +235,3 @@ def run_cycle(ctx: Context, run_id: int) -> LearnerRun:
         run = get_run(db, run_id=run_id)
         assert run is not None
         return run
-
-
-class _LazyTokenizer:
-    """Loads the model's tokenizer only if a suggestion lacks its prompt token ids."""
-
-    def __init__(self, model_dir: str) -> None:
-        self.model_dir = model_dir
-        self._tok: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._tok is None:
-            from transformers import AutoTokenizer
-
-            self._tok = AutoTokenizer.from_pretrained(self.model_dir)
-        return getattr(self._tok, name)

@@ -25,7 +25,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from feedback.queries import adapter_name
+from feedback.vocab import adapter_name
 
 MANIFEST = "apprentice-adapter.json"
 

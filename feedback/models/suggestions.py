@@ -1,9 +1,12 @@
 """What the model proposed (`Suggestion`) and what the person did with it (`Outcome`).
 
-A suggestion keeps everything the learner needs to score it off-policy: the prompt, the
-sampled token ids with their behaviour logprobs, and the adapter version that produced them
-(NULL: the base model). Outcomes are written by clients with their own `client_event_id`,
-which makes a retried write land once.
+A suggestion keeps everything the learner needs to score it off-policy: the prompt (its
+messages and the exact token ids the backend fed the model), the sampled token ids with
+their behaviour logprobs, and the adapter version that produced them (NULL: the base
+model). `record_suggestion` refuses a row without those ids (feedback/queries/suggestions.py);
+`prompt_token_ids` stays nullable for rows written before that. Outcomes are written by
+clients with their own `client_event_id`, which makes a retried write land once; their
+kinds are feedback.vocab's.
 """
 
 from __future__ import annotations
@@ -15,18 +18,9 @@ from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from feedback.models.base import Base, BigIntId, UTCDateTime, new_uuid, str_enum, utcnow
+from feedback.vocab import OutcomeKind  # re-exported by feedback.models
 
 SuggestionKind = Literal["edit", "completion"]
-OutcomeKind = Literal[
-    "shown",
-    "accepted",
-    "rejected",
-    "partially_accepted",
-    "edited_after_accept",
-    "reverted",
-    "persisted",
-    "applied",
-]
 
 
 class Suggestion(Base):

@@ -39,6 +39,7 @@ from feedback.queries.sessions import (
 )
 from feedback.queries.suggestions import (
     FeedbackItem,
+    MissingTokenIds,
     OutcomeConflict,
     UnknownSuggestion,
     feedback_since,
@@ -50,6 +51,7 @@ from feedback.queries.suggestions import (
 
 __all__ = [
     "FeedbackItem",
+    "MissingTokenIds",
     "NothingToRollBack",
     "OutcomeConflict",
     "UnknownRun",

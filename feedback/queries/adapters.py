@@ -16,15 +16,11 @@ from sqlalchemy import exists, func, select, update
 from sqlalchemy.orm import Session, aliased
 
 from feedback.models import Adapter, Deployment
+from feedback.vocab import adapter_name  # re-exported: callers import it from feedback.queries
 
 
 class NothingToRollBack(LookupError):
     """The backend has no active deployment, or none before it to return to."""
-
-
-def adapter_name(version: int) -> str:
-    """The name an adapter is served under (`policy-vN`), never reused for another one."""
-    return f"policy-v{version}"
 
 
 def next_adapter_version(db: Session) -> int:

@@ -3,8 +3,10 @@
     s = record_suggestion(db, kind="edit", model="dev", adapter_version=None, ...)
     record_outcome(db, suggestion_id=s.id, kind="accepted", client_event_id="evt-17")
 
-`record_outcome` is idempotent on `client_event_id`: the same event written twice (a
-client retry, or two connections at once) stores one row, and both calls get that row.
+`record_suggestion` refuses a row without the exact prompt and completion token ids
+(`MissingTokenIds`): they are what the learner trains on. `record_outcome` is idempotent
+on `client_event_id`: the same event written twice (a client retry, or two connections at
+once) stores one row, and both calls get that row.
 """
 
 from __future__ import annotations
@@ -28,6 +30,33 @@ class OutcomeConflict(ValueError):
     """A client_event_id was reused for a different suggestion or outcome kind."""
 
 
+class MissingTokenIds(ValueError):
+    """A suggestion without its prompt or completion token ids, or with a logprob count that
+    differs from its completion ids: the learner could not train on it, so it is not stored."""
+
+
+def check_token_ids(
+    prompt_token_ids: list[int] | None,
+    completion_token_ids: list[int] | None,
+    completion_logprobs: list[float] | None,
+) -> None:
+    """MissingTokenIds unless both id lists are non-empty and one logprob per completion id."""
+    if not prompt_token_ids:
+        raise MissingTokenIds(
+            "prompt_token_ids are missing: pass the ids the backend fed the model "
+            "(Completion.prompt_token_ids); the learner never re-tokenizes a prompt"
+        )
+    if not completion_token_ids:
+        raise MissingTokenIds(
+            "completion_token_ids are missing: pass the sampled ids (Completion.token_ids)"
+        )
+    if len(completion_token_ids) != len(completion_logprobs or []):
+        raise MissingTokenIds(
+            f"{len(completion_token_ids)} completion token ids but "
+            f"{len(completion_logprobs or [])} logprobs: pass one logprob per sampled token"
+        )
+
+
 def record_suggestion(
     db: Session,
     *,
@@ -39,20 +68,20 @@ def record_suggestion(
     completion_token_ids: list[int],
     completion_logprobs: list[float],
     proposed: str,
+    prompt_token_ids: list[int] | None,
     session_id: str | None = None,
-    prompt_token_ids: list[int] | None = None,
     finish_reason: str | None = None,
     sampling: dict[str, Any] | None = None,
     file_path: str | None = None,
     latency_s: float | None = None,
     suggestion_id: str | None = None,
 ) -> Suggestion:
-    """Store one model output before the client sees it (token ids and logprobs required)."""
-    if len(completion_token_ids) != len(completion_logprobs):
-        raise ValueError(
-            f"{len(completion_token_ids)} completion token ids but "
-            f"{len(completion_logprobs)} logprobs: pass one logprob per sampled token"
-        )
+    """Store one model output before the client sees it.
+
+    Token ids are required: MissingTokenIds (a ValueError) when the prompt or completion ids
+    are missing or empty, or the logprobs are not one per completion id.
+    """
+    check_token_ids(prompt_token_ids, completion_token_ids, completion_logprobs)
     row = Suggestion(
         kind=kind,
         model=model,

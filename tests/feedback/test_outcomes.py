@@ -1,5 +1,6 @@
-"""Suggestions and outcomes: idempotent `record_outcome` (also from two connections at once on
-PostgreSQL), `outcomes_for_suggestion`, and `feedback_since` for the learner.
+"""Suggestions and outcomes: a suggestion without its token ids refused, idempotent
+`record_outcome` (also from two connections at once on PostgreSQL),
+`outcomes_for_suggestion`, and `feedback_since` for the learner.
 
 Run: .venv/bin/python -m pytest tests/feedback/test_outcomes.py -q
 """
@@ -16,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from feedback.db import make_engine, make_sessionmaker, transaction
 from feedback.models import Outcome, Suggestion
 from feedback.queries import (
+    MissingTokenIds,
     OutcomeConflict,
     UnknownSuggestion,
     feedback_since,
@@ -42,6 +44,31 @@ def _suggest(s: Session, **overrides: object) -> Suggestion:
     return record_suggestion(s, **{**args, **overrides})
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "says"),
+    [
+        ("prompt_token_ids", None, "prompt_token_ids are missing"),
+        ("prompt_token_ids", [], "prompt_token_ids are missing"),
+        ("completion_token_ids", [], "completion_token_ids are missing"),
+    ],
+)
+def test_a_suggestion_without_token_ids_is_refused(
+    db: sessionmaker[Session], field: str, value: object, says: str
+) -> None:
+    overrides = {field: value}
+    if field == "completion_token_ids":
+        overrides["completion_logprobs"] = []
+    with pytest.raises(MissingTokenIds, match=says), transaction(db) as s:
+        _suggest(s, **overrides)
+    with db() as s:  # nothing was stored
+        assert s.scalar(select(func.count()).select_from(Suggestion)) == 0
+    with pytest.raises(TypeError, match="prompt_token_ids"), transaction(db) as s:
+        args = {"kind": "edit", "model": "m", "adapter_version": None, "prompt_messages": [],
+                "completion_text": "", "completion_token_ids": [1],
+                "completion_logprobs": [-0.1], "proposed": ""}  # fmt: skip
+        record_suggestion(s, **args)  # a caller must say what the prompt ids are
+
+
 def _count(db: sessionmaker[Session]) -> int:
     with db() as s:
         return s.scalar(select(func.count()).select_from(Outcome)) or 0
@@ -50,6 +77,9 @@ def _count(db: sessionmaker[Session]) -> int:
 def test_record_suggestion_checks_logprobs_match_tokens(db: sessionmaker[Session]) -> None:
     with pytest.raises(ValueError, match="one logprob per sampled token"), transaction(db) as s:
         _suggest(s, completion_logprobs=[-0.1])
+    too_many = pytest.raises(MissingTokenIds, match="one logprob per sampled token")
+    with too_many, transaction(db) as s:
+        _suggest(s, completion_logprobs=[-0.1, -0.2, -0.3])
     with transaction(db) as s:
         made = _suggest(s, session_id=None, adapter_version=4)
     with db() as s:

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from sqlalchemy.orm import Session, sessionmaker
 
-from agent_server.models.devmodel.tokenizer import encode_chat
+from agent_server.models.chat_encoding import encode_chat
 from feedback.db import transaction
 from feedback.queries import record_outcome, record_suggestion
 from learner.config import TrainConfig
@@ -108,7 +108,6 @@ def seed_feedback(
     *,
     seed: int = 0,
     adapter_version: int | None = None,
-    drop_prompt_ids_every: int = 0,
 ) -> list[str]:
     """Write n suggestions with an accepted / rejected outcome each; returns their ids.
 
@@ -129,12 +128,11 @@ def seed_feedback(
     prompts = [p for p, _, _ in texts(n, seed)]
     ids = []
     with transaction(db) as s:
-        for i, (sample, prompt) in enumerate(zip(samples, prompts, strict=True)):
-            keep_ids = not (drop_prompt_ids_every and i % drop_prompt_ids_every == 0)
+        for sample, prompt in zip(samples, prompts, strict=True):
             row = record_suggestion(
                 s, kind="completion", model="dev", adapter_version=adapter_version,
                 prompt_messages=prompt,
-                prompt_token_ids=sample.prompt_ids if keep_ids else None,
+                prompt_token_ids=sample.prompt_ids,
                 completion_text=tokenizer.decode(sample.completion_ids),
                 completion_token_ids=sample.completion_ids,
                 completion_logprobs=sample.behaviour_logprobs,

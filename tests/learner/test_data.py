@@ -1,15 +1,17 @@
-"""Collect: which feedback becomes which sample (labels, weights, staleness, cursor,
-re-tokenization, split), on SQLite and PostgreSQL."""
+"""Collect: which feedback becomes which sample (labels, weights, staleness, cursor, the
+stored token ids used unchanged, split), on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from agent_server.models.devmodel.tokenizer import encode_chat
 from feedback.db import transaction
+from feedback.models import Suggestion
 from feedback.queries import (
     create_run,
     finish_run,
@@ -18,18 +20,22 @@ from feedback.queries import (
     record_suggestion,
     set_run_dataset,
 )
+from feedback.vocab import EDITOR_REASON_PREFIX
 from learner.config import DataConfig
-from learner.data import EDITOR_REASON_PREFIX, collect_samples, ensure_split, new_outcome_count
+from learner.data import collect_samples, ensure_split, new_outcome_count
 from learner.data import training_cursor as cursor_of
 
 PROMPT = [{"role": "user", "content": "def add(a, b):"}]
+# Shaped like a backend's report: the dev model's template markers (3 = <|im_start|>,
+# 4 = <|im_end|>) around the text's tokens. The learner copies them; it never decodes them.
+PROMPT_IDS = [3, 1037, 198, 1288, 862, 11, 286, 1101, 4, 198, 3, 1204, 198]
 NOW = DataConfig(settle_s=0.0)
 
 
-def suggest(db: Session, *, version: int | None = None, prompt_ids: bool = True) -> str:
+def suggest(db: Session, *, version: int | None = None) -> str:
     row = record_suggestion(
         db, kind="completion", model="dev", adapter_version=version, prompt_messages=PROMPT,
-        prompt_token_ids=[5, 6, 7] if prompt_ids else None, completion_text="x",
+        prompt_token_ids=PROMPT_IDS, completion_text="x",
         completion_token_ids=[9, 10], completion_logprobs=[-0.5, -1.0], proposed="x",
     )  # fmt: skip
     return row.id
@@ -43,10 +49,9 @@ def outcome(db: Session, suggestion_id: str, kind: str, reason: str | None = Non
     return row.id
 
 
-def collect(db: sessionmaker[Session], tokenizer: Any = None, after: int = 0, **kw: Any):
+def collect(db: sessionmaker[Session], after: int = 0, **kw: Any):
     with transaction(db) as s:
-        return collect_samples(s, DataConfig(settle_s=0.0, **kw), tokenizer=tokenizer,
-                               after_outcome_id=after)  # fmt: skip
+        return collect_samples(s, DataConfig(settle_s=0.0, **kw), after_outcome_id=after)
 
 
 def test_labels_and_weights_come_from_the_latest_decisive_outcome(db: sessionmaker[Session]):
@@ -100,16 +105,36 @@ def test_samples_more_than_k_versions_stale_are_dropped(db: sessionmaker[Session
     assert summary["dropped"]["stale"] == 2 and summary["newest_version"] == 5
 
 
-def test_missing_prompt_ids_are_rebuilt_with_the_chat_template(
-    db: sessionmaker[Session], dev_tokenizer: Any
+def test_the_stored_token_ids_are_used_unchanged_and_a_row_without_them_is_dropped(
+    db: sessionmaker[Session],
 ):
     with transaction(db) as s:
-        sid = suggest(s, prompt_ids=False)
+        sid = suggest(s)
         outcome(s, sid, "rejected")
-    (sample,), _ = collect(db, dev_tokenizer)
-    assert sample.prompt_ids == encode_chat(dev_tokenizer, PROMPT)
-    text = dev_tokenizer.decode(sample.prompt_ids)
-    assert text.startswith("<|im_start|>user\ndef add(a, b):") and text.endswith("assistant\n")
+        # A row from before the write required ids (record_suggestion refuses it now).
+        old = Suggestion(
+            kind="completion", model="dev", adapter_version=None, prompt_messages=PROMPT,
+            prompt_token_ids=None, completion_text="x", completion_token_ids=[9],
+            completion_logprobs=[-0.5], proposed="x",
+        )  # fmt: skip
+        s.add(old)
+        s.flush()
+        outcome(s, old.id, "accepted")
+    (sample,), summary = collect(db)
+    assert sample.suggestion_id == sid
+    assert sample.prompt_ids == PROMPT_IDS, "the prompt ids as stored, never re-rendered"
+    assert (sample.completion_ids, sample.behaviour_logprobs) == ([9, 10], [-0.5, -1.0])
+    assert summary["dropped"]["empty"] == 1
+
+
+def test_the_learners_data_never_loads_a_chat_encoder():
+    code = (
+        "import sys, learner.data, learner.pipeline; "
+        "print(sorted(m for m in sys.modules if m.startswith(("
+        "'agent_server.models.chat_encoding', 'agent_server.models.devmodel', 'transformers'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 def test_only_outcomes_after_the_last_successful_run_and_settled_ones_count(
@@ -133,9 +158,7 @@ def test_only_outcomes_after_the_last_successful_run_and_settled_ones_count(
     samples, summary = collect(db, after=cursor)
     assert [x.suggestion_id for x in samples] == [second]
     with transaction(db) as s:
-        late, _ = collect_samples(
-            s, DataConfig(settle_s=60), tokenizer=None, after_outcome_id=cursor
-        )
+        late, _ = collect_samples(s, DataConfig(settle_s=60), after_outcome_id=cursor)
     assert late == [], "outcomes younger than settle_s wait for the next run"
 
 

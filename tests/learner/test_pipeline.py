@@ -40,7 +40,7 @@ def state(ctx: pipeline.Context) -> tuple[list[Any], Any, list[Any]]:
 def test_a_cycle_publishes_deploys_continues_and_rolls_back(
     ctx: pipeline.Context, dev_tokenizer: Any, dev_model_dir: Path
 ) -> None:
-    seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 48, drop_prompt_ids_every=5)
+    seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 48)
     run = pipeline.run_cycle(ctx, pipeline.create_cycle(ctx, trigger="test", overrides=FAST))
     assert run.status == "succeeded", (run.error, run.steps)
     assert [s["name"] for s in run.steps] == list(pipeline.STEPS)
