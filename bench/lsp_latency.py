@@ -36,10 +36,9 @@ from pygls.lsp.client import LanguageClient  # noqa: E402
 from pygls.uris import from_fs_path  # noqa: E402
 
 from agent_server.models.base import Sampling  # noqa: E402
+from agent_server.session.prompts import fit_prompt  # noqa: E402
 from ground.settings import Settings  # noqa: E402
 from lsp.config import LspConfig  # noqa: E402
-from lsp.host import InlineRequest  # noqa: E402
-from lsp.local import fit_prompt  # noqa: E402
 
 SOURCE = (
     'import os\n\n\ndef read_config(path):\n    """Read KEY=VALUE lines into a dict."""\n'
@@ -63,8 +62,8 @@ class Direct:
         from agent_server.models.factory import build_backend
 
         self.backend = build_backend(settings)
-        request = InlineRequest("app.py", "python", SOURCE, SUFFIX, config.completion_max_tokens)
-        self.prompt = fit_prompt(self.backend, request)
+        self.prompt = fit_prompt(self.backend, "app.py", "python", SOURCE, SUFFIX,
+                                 config.completion_max_tokens)  # fmt: skip
         self.sampling = Sampling(max_tokens=config.completion_max_tokens,
                                  temperature=config.completion_temperature)  # fmt: skip
         self.tokens: list[int] = []

@@ -42,10 +42,10 @@ LR, BETA, BATCH = 2e-3, 0.1, 8
 
 def make_data(model_dir: Path, n: int, out: Path) -> None:
     """n sampled completions with labels (the same data both trainers read)."""
-    from agent_server.api.completion import completion_prompt
     from agent_server.models.base import Sampling
     from agent_server.models.embedded import EmbeddedBackend
     from agent_server.models.embedded_config import EmbeddedConfig
+    from agent_server.session.prompts import completion_prompt
     from bench.online_learning import code_prompts
 
     async def sample() -> list[dict[str, Any]]:

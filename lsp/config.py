@@ -13,7 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_server.agent.config import AgentConfig
+from agent_server.models.base import Sampling
 from ground.settings import Settings
+from ground.tokens import user_token
 
 
 def parse_host_port(value: str) -> tuple[str, int]:
@@ -61,14 +64,16 @@ class LspConfig(BaseModel):
         ge=100,
         description="Characters of prefix (and, half as many, suffix) sent around the cursor.",
     )
-    agent_step_limit: int = Field(
-        default=12, ge=1, description="Model steps of one code action or chat turn."
-    )
-    agent_time_limit_s: float = Field(
-        default=300.0, gt=0, description="Wall-clock limit of one code action or chat turn."
-    )
-    agent_max_tokens: int = Field(
-        default=512, ge=16, description="max_tokens of one agent step (clamped to the window)."
+    agent: AgentConfig = Field(
+        default_factory=lambda: AgentConfig(
+            mode="interactive",
+            step_limit=12,
+            time_limit_s=300.0,
+            sampling=Sampling(max_tokens=512),
+        ),  # fmt: skip
+        description="The in-process agent of one code action or chat turn: 12 model steps "
+        "and 300 s at most, 512 tokens a step (clamped to the model's window). Interactive: "
+        "the person reviews every edit and command in the editor.",
     )
     command_approval_timeout_s: float = Field(
         default=120.0,
@@ -83,6 +88,17 @@ class LspConfig(BaseModel):
     def _known_transport(cls, value: str) -> str:
         if value not in ("stdio", "tcp"):
             raise ValueError(f"transport must be 'stdio' or 'tcp', got {value!r}")
+        return value
+
+    @field_validator("agent")
+    @classmethod
+    def _interactive_agent(cls, value: AgentConfig) -> AgentConfig:
+        if value.mode != "interactive":
+            raise ValueError("the language server's agent is interactive: the person reviews "
+                             f"every edit in the editor (got mode {value.mode!r})")  # fmt: skip
+        if value.sampling.max_tokens < 16:
+            raise ValueError(f"agent.sampling.max_tokens must be >= 16 for one action, got "
+                             f"{value.sampling.max_tokens}")  # fmt: skip
         return value
 
     @field_validator("server_url")
@@ -125,7 +141,5 @@ class LspConfig(BaseModel):
             values["transport"] = "tcp"
             values["host"], values["port"] = parse_host_port(tcp)
         if values["server_url"]:
-            from agent_server.api.auth import AuthConfig
-
-            values["token"] = AuthConfig.from_settings(settings).token
+            values["token"] = user_token(settings)  # the agent server's, from this home
         return cls(**(values | overrides))

@@ -8,6 +8,7 @@ Two implementations:
   WebSocket protocol (answering tool requests from the editor's buffers and the disk).
 
 The LSP features only talk to this seam, so both modes behave the same to the editor.
+`InlineRequest` / `InlineSuggestion` are the session layer's (agent_server/session/).
 Nothing to run; tests/lsp/ drive both through the real server process.
 """
 
@@ -18,23 +19,9 @@ from typing import Any, Protocol
 
 from agent_server.agent.events import EditDecision, EditProposal
 from agent_server.agent.tools import CommandDecision
+from agent_server.session.completion import InlineRequest, InlineSuggestion
+from feedback.vocab import OutcomeKind
 from lsp.overlay import EditorWorkspace
-
-
-@dataclass(frozen=True)
-class InlineRequest:
-    path: str  # workspace-relative, for the prompt
-    language: str
-    prefix: str  # text before the cursor (already cut to the configured context)
-    suffix: str
-    max_tokens: int
-
-
-@dataclass(frozen=True)
-class InlineSuggestion:
-    suggestion_id: str  # stored before this object exists
-    text: str
-    adapter: str | None
 
 
 @dataclass(frozen=True)
@@ -48,7 +35,7 @@ class TurnResult:
 @dataclass(frozen=True)
 class OutcomeRecord:
     suggestion_id: str
-    kind: str  # shown | accepted | partially_accepted | rejected | applied
+    kind: OutcomeKind  # here: shown | accepted | partially_accepted | rejected | applied
     event_id: str  # idempotency key: the same event twice stores one row
     accepted_length: int | None = None
     accepted_part: list[Any] | None = None

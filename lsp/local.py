@@ -3,33 +3,30 @@
     host = LocalHost(config, root="/path/to/project", backend_factory=lambda: build_backend(s))
     await host.start()     # migrates the feedback DB when behind, loads the model
 
-Inline completions are one model call on the same fill-in-the-middle prompt the agent
-server uses (agent_server/api/completion.py), stored as a `suggestions` row before the
-editor sees them. Agent turns run the one agent loop (agent_server/agent/loop.py) on the
-editor's workspace (lsp/overlay.py), record every event and every edit proposal through
-the web wing's transport-neutral `Store` (agent_server/session/store.py), and continue a chat
-session from its stored events like the agent server does (`follow_up`).
+Everything but the editor's side is the session layer's (agent_server/session/), the same
+the agent server runs: inline completions are `complete_inline` (stored as a `suggestions`
+row before the editor sees them); an agent turn is a `Turn` on the editor's workspace
+(lsp/overlay.py), recorded by a `RecordingSink` whose listener reports each tool call as a
+progress line, and a later message of a chat continues the session's stored events.
 Nothing to run; tests/lsp/test_server.py drives it through the real server process.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
-import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
-from agent_server.agent.events import EditProposal, Event
-from agent_server.agent.loop import Agent, AgentConfig
-from agent_server.api.completion import completion_prompt
-from agent_server.api.sessions import follow_up
-from agent_server.models.base import Completion, Message, ModelBackend, Sampling
-from agent_server.session.store import Store, adapter_version
+from agent_server.agent.events import Event
+from agent_server.models.base import ModelBackend
+from agent_server.session.completion import complete_inline
+from agent_server.session.recorder import RecordingSink
+from agent_server.session.store import Store
+from agent_server.session.turns import Turn
 from feedback.queries.suggestions import UnknownSuggestion
+from feedback.vocab import adapter_version
 from lsp.config import LspConfig
 from lsp.host import (
     Editor,
@@ -45,40 +42,15 @@ log = logging.getLogger(__name__)
 BackendFactory = Callable[[], ModelBackend]
 
 
-class LspSink:
-    """The loop's EventSink for one LSP session: events and edit suggestions to the DB."""
+class EditorSteps:
+    """The EventListener of an LSP turn: each tool call becomes a progress line."""
 
-    def __init__(self, store: Store, session_id: str, events: list[Event], editor: Editor):
-        self.store, self.session_id, self.events, self.editor = store, session_id, events, editor
-        self.prompt: Callable[[], list[Message]] = list
-        self.sampling: Sampling | None = None
+    def __init__(self, editor: Editor) -> None:
+        self.editor = editor
 
-    async def emit(self, event: Event) -> None:
-        await self.store.append_event(self.session_id, event)
-        self.events.append(event)
+    async def on_event(self, event: Event) -> None:
         if event.kind == "tool_call":
             await self.editor.on_step(step_line(event.data["tool"], event.data.get("args") or {}))
-
-    async def record_suggestion(self, completion: Completion, proposal: EditProposal) -> None:
-        await self.store.record_suggestion(
-            suggestion_id=proposal.id, kind="edit", completion=completion, prompt=self.prompt(),
-            proposed=proposal.diff, session_id=self.session_id, file_path=proposal.path,
-            sampling=self.sampling,
-        )  # fmt: skip
-
-
-def fit_prompt(backend: ModelBackend, request: InlineRequest) -> list[Message]:
-    """The completion prompt, prefix/suffix halved (far ends first) until it fits."""
-    budget = backend.context_window - request.max_tokens
-    prefix, suffix = request.prefix, request.suffix
-    while True:
-        prompt = completion_prompt(request.path, request.language, prefix, suffix)
-        if backend.count_tokens(prompt) <= budget or (not prefix and not suffix):
-            return prompt
-        if len(prefix) >= len(suffix):
-            prefix = prefix[len(prefix) // 2 :] if len(prefix) > 1 else ""
-        else:
-            suffix = suffix[: len(suffix) // 2] if len(suffix) > 1 else ""
 
 
 class LocalHost:
@@ -117,36 +89,8 @@ class LocalHost:
     async def complete_inline(self, request: InlineRequest) -> InlineSuggestion:
         await self.start()
         backend, store = self._ready()
-        prompt = fit_prompt(backend, request)
-        sampling = Sampling(
-            max_tokens=request.max_tokens, temperature=self.config.completion_temperature
-        )
-        started = time.monotonic()
-        completion = await backend.complete(prompt, sampling=sampling)
-        suggestion_id = str(uuid.uuid4())
-        # Stored before the editor sees it; a cancel here must not leave half a record.
-        await asyncio.shield(
-            store.record_suggestion(
-                suggestion_id=suggestion_id, kind="completion", completion=completion,
-                prompt=prompt, proposed=completion.text, session_id=None,
-                file_path=request.path, sampling=sampling,
-                latency_s=time.monotonic() - started,
-            )
-        )  # fmt: skip
-        return InlineSuggestion(suggestion_id, completion.text, completion.adapter)
-
-    def agent_config(self, backend: ModelBackend) -> AgentConfig:
-        config = AgentConfig(
-            mode="interactive",
-            step_limit=self.config.agent_step_limit,
-            time_limit_s=self.config.agent_time_limit_s,
-            sampling=Sampling(max_tokens=self.config.agent_max_tokens),
-        )
-        window = backend.context_window
-        room = window - int(config.context_budget_ratio * window)
-        if config.sampling.max_tokens > room:  # a small model: shorter steps, same loop
-            config = dataclasses.replace(config, sampling=Sampling(max_tokens=max(1, room)))
-        return config
+        temperature = self.config.completion_temperature
+        return await complete_inline(backend, store, request, temperature=temperature)
 
     async def run_turn(
         self, task: str, editor: Editor, *, session_id: str | None, title: str
@@ -162,19 +106,9 @@ class LocalHost:
             session_id, events = row.id, []
             self._sessions[session_id] = events
         assert session_id is not None
-        sink = LspSink(store, session_id, events, editor)
-        agent = Agent(backend, editor.workspace, self.agent_config(backend), sink=sink,
-                      reviewer=editor)  # fmt: skip
-        sink.prompt = lambda: agent.view.messages()
-        sink.sampling = agent.config.sampling
-        if not events:
-            result = await agent.run(task)
-        else:  # a follow-up in the same chat: the message arrives as the next observation
-            from agent_server.protocol.messages import EditorContext
-
-            for event in follow_up(events, task, EditorContext()):
-                await sink.emit(event)
-            result = await agent.resume(list(events))
+        sink = RecordingSink(store, session_id, events, EditorSteps(editor))
+        turn = Turn(backend, editor.workspace, self.config.agent, sink, reviewer=editor)
+        result = await turn.run(task)  # `task` is already the task text (features/)
         return TurnResult(result.status, result.message, session_id, result.steps)
 
     async def record_outcome(self, outcome: OutcomeRecord) -> None:

@@ -28,6 +28,7 @@ from agent_server.agent.events import EditProposal
 from agent_server.models.base import ModelError
 from agent_server.protocol import messages as p
 from agent_server.protocol.client import ProtocolClient, tool_result_message
+from feedback.vocab import DECISION_KINDS, adapter_version
 from lsp.config import LspConfig
 from lsp.host import (
     Editor,
@@ -41,7 +42,6 @@ from lsp.host import (
 from lsp.patch import PatchError, apply_unified
 
 log = logging.getLogger(__name__)
-DECIDED = {"accepted", "rejected", "partially_accepted", "applied"}
 
 
 class RemoteError(ModelError):
@@ -190,7 +190,7 @@ class RemoteHost:
 
     async def record_outcome(self, outcome: OutcomeRecord) -> None:
         kind = "accepted" if outcome.kind == "applied" else outcome.kind  # no `applied` on /v1/ws
-        if kind in DECIDED:
+        if kind in DECISION_KINDS:  # the server has the person's decision now
             self._decided.add(outcome.suggestion_id)
         message = p.EditOutcome(
             id=uuid.uuid4().hex, suggestion_id=outcome.suggestion_id, outcome=kind,  # type: ignore[arg-type]
@@ -203,8 +203,6 @@ class RemoteHost:
     async def status(self) -> dict[str, Any]:
         await self.start()
         assert self.client is not None
-        from agent_server.session.store import adapter_version
-
         welcome = self.client.welcome
         return {"mode": "remote", "server": self.config.server_url, "model": welcome.model,
                 "adapter": welcome.adapter, "adapterVersion": adapter_version(welcome.adapter),

@@ -17,9 +17,11 @@ Kinds and their `data`:
   summary          {"summary", "plan", "files", "turns", "completion", "prompt_tokens"}
   run_finished     {"status", "message", "steps"}
 
-The `EventSink` is the recorder seam: the API implements it with the feedback DB;
-`InMemorySink` is for tests and benches. `record_suggestion` is called with the completion
-that produced an edit proposal BEFORE any reviewer sees the proposal.
+The `EventSink` is the recorder seam: `agent_server.session.recorder.RecordingSink` stores
+into the feedback DB (for the API, the language server and rollouts alike); `InMemorySink`
+is for tests and benches. `record_suggestion` is called with the completion that produced
+an edit proposal, the exact prompt it was sampled from and the sampling, BEFORE any
+reviewer sees the proposal.
 
 Run its tests: .venv/bin/python -m pytest tests/agent/test_loop.py -q
 """
@@ -32,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from agent_server.agent.edits.diff import Hunk
-from agent_server.models.base import Completion, ToolCall, Usage
+from agent_server.models.base import Completion, Message, Sampling, ToolCall, Usage
+from feedback.vocab import DecisionKind
 
 EventKind = Literal[
     "run_started",
@@ -99,7 +102,7 @@ class EditProposal:
 class EditDecision:
     """What the person did with a proposal. Build with accept() / reject() / partial()."""
 
-    verdict: Literal["accepted", "rejected", "partially_accepted"]
+    verdict: DecisionKind
     reason: str = ""  # for rejections: goes back to the model verbatim
     hunks: tuple[int, ...] = ()  # for partial accepts: indices into EditProposal.hunks
 
@@ -131,8 +134,16 @@ class EventSink(Protocol):
 
     async def emit(self, event: Event) -> None: ...
 
-    async def record_suggestion(self, completion: Completion, proposal: EditProposal) -> None:
-        """Persist the completion that produced `proposal` (before the person sees it)."""
+    async def record_suggestion(
+        self,
+        completion: Completion,
+        proposal: EditProposal,
+        *,
+        prompt: list[Message],
+        sampling: Sampling,
+    ) -> None:
+        """Persist the completion that produced `proposal` (before the person sees it),
+        with the messages it was sampled from and how."""
         ...
 
 
@@ -142,14 +153,23 @@ class InMemorySink:
     def __init__(self) -> None:
         self.events: list[Event] = []
         self.suggestions: list[tuple[Completion, EditProposal]] = []
+        self.prompts: list[tuple[list[Message], Sampling]] = []  # one per suggestion
         self.log: list[tuple[str, str]] = []  # ("event", kind) | ("suggestion", proposal id)
 
     async def emit(self, event: Event) -> None:
         self.events.append(event)
         self.log.append(("event", event.kind))
 
-    async def record_suggestion(self, completion: Completion, proposal: EditProposal) -> None:
+    async def record_suggestion(
+        self,
+        completion: Completion,
+        proposal: EditProposal,
+        *,
+        prompt: list[Message],
+        sampling: Sampling,
+    ) -> None:
         self.suggestions.append((completion, proposal))
+        self.prompts.append((prompt, sampling))
         self.log.append(("suggestion", proposal.id))
 
     def of_kind(self, kind: EventKind) -> list[Event]:

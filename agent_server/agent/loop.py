@@ -7,9 +7,10 @@ Each step lets the `Summarizer` shrink the `View` when it nears the context budg
 model for one action, runs it with the `Toolbox` and appends the turn. Model-fixable errors
 (malformed action, tool error, failed edit) go back to the model as the next observation, up
 to `max_format_errors` in a row; whatever ends a run is a `Terminating` exception carrying
-its status. Every step is emitted to the `EventSink`; `Agent.resume(events)` continues a
-stored session from its last summary. `agent.cancel()` (or cancelling the asyncio task)
-stops the model call, review or command in flight.
+its status (`RunResult`; it and `AgentConfig` live in config.py). Every step is emitted to
+the `EventSink`; `Agent.resume(events)` continues a stored session from its last summary.
+`agent.cancel()` (or cancelling the asyncio task) stops the model call, review or command
+in flight.
 
 Run its tests: .venv/bin/python -m pytest tests/agent/test_loop.py -q
 """
@@ -19,72 +20,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from agent_server.agent import exceptions as ex
 from agent_server.agent import prompts
-from agent_server.agent.actions import Action, action_schema, parse_action, tool_specs
+from agent_server.agent.actions import Action, parse_action, tool_specs
+from agent_server.agent.config import AgentConfig, RunResult
 from agent_server.agent.events import Event, EventSink, InMemorySink, completion_to_dict
 from agent_server.agent.summarizer import Summarizer, Turn, View, default_summarizer, rebuild_view
-from agent_server.agent.tools import Reviewer, Toolbox, ToolConfig
+from agent_server.agent.tools import ModelCall, Reviewer, Toolbox, ToolConfig
 from agent_server.agent.workspace import Workspace
-from agent_server.models.base import (
-    Completion,
-    ModelBackend,
-    ModelError,
-    Sampling,
-    Usage,
-    collect_stream,
-)
+from agent_server.models.base import Completion, Message, ModelBackend, ModelError, collect_stream
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    mode: Literal["interactive", "autonomous"] = "interactive"
-    """interactive: edits go to the Reviewer and commands need its approval; autonomous
-    (learner rollouts, benches): edits apply directly and commands run."""
-    step_limit: int = 50
-    """Model steps per run (summaries do not count); a resumed run gets a fresh allowance."""
-    time_limit_s: float | None = None
-    """Wall-clock limit of one run in seconds; None = none."""
-    max_format_errors: int = 3
-    """Model-fixable errors in a row (malformed actions, tool errors) that end the run."""
-    command_timeout_s: float = 60.0
-    """Timeout of one run_command."""
-    max_output_chars: int = 8000
-    """Cap on one observation (file text, command output); head and tail are kept."""
-    sampling: Sampling = field(default_factory=lambda: Sampling(max_tokens=512))
-    """Sampling of agent steps; max_tokens must fit beside the context budget."""
-    structured_actions: bool = True
-    """Pass the action JSON schema (constrained decoding where the backend supports it)."""
-    native_tools: bool = False
-    """Offer the tools as native function specs instead of JSON text actions."""
-    context_budget_ratio: float = 0.8
-    """Prompt tokens allowed, as a fraction of the context window: the default summarizer
-    condenses above it (a summarizer passed in brings its own config)."""
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("interactive", "autonomous"):
-            raise ValueError(f"mode must be 'interactive' or 'autonomous', got {self.mode!r}")
-        if min(self.step_limit, self.max_format_errors) < 1:
-            raise ValueError("step_limit and max_format_errors must be >= 1")
-        if self.time_limit_s is not None and self.time_limit_s <= 0:
-            raise ValueError(f"time_limit_s must be > 0 or None, got {self.time_limit_s}")
-        if not 0.2 <= self.context_budget_ratio <= 0.95:
-            raise ValueError(f"context_budget_ratio {self.context_budget_ratio} not in [0.2, 0.95]")
-        ToolConfig(self.mode, self.command_timeout_s, self.max_output_chars)  # validates those
-
-
-@dataclass(frozen=True)
-class RunResult:
-    status: ex.RunStatus
-    message: str  # the final answer (finished) or why the run ended
-    steps: int  # model steps of this run
-    usage: Usage  # tokens of this run's model calls, summaries included
-    model_calls: int
 
 
 class Agent:
@@ -101,7 +49,7 @@ class Agent:
     ) -> None:
         self.config = cfg = config or AgentConfig()
         window, ratio = backend.context_window, cfg.context_budget_ratio
-        if cfg.sampling.max_tokens > window - int(ratio * window):
+        if cfg.sampling.max_tokens > cfg.room(window):
             raise ValueError(
                 f"sampling.max_tokens={cfg.sampling.max_tokens} does not fit beside a context "
                 f"budget of {ratio} x {window} tokens: lower max_tokens or context_budget_ratio"
@@ -160,16 +108,15 @@ class Agent:
         finally:  # a cancel() that arrived before the run started still stopped it; now reset
             self._cancel.clear()
             await self.emit("run_finished", status=status, message=message, steps=self.step - start)
-        prompt = sum(c.usage.prompt_tokens for c in self._calls)
-        usage = Usage(prompt, sum(c.usage.completion_tokens for c in self._calls))
-        return RunResult(status, message, self.step - start, usage, len(self._calls))
+        return RunResult.of(status, message, self.step - start, self._calls)
 
     async def do_step(self) -> bool:
         """One model step: query, parse, execute, observe. True if it was a model-fixable error."""
         if self.summarizer.should_summarize(self.view):
             await self._summarize()
         self.step += 1
-        c = await self._guard(self._query())
+        prompt = self.view.messages()  # what the model sees; an edit's suggestion records it
+        c = await self._guard(self._query(prompt))
         try:
             action: Action | None = parse_action(c)
         except ex.FormatError as e:
@@ -183,15 +130,16 @@ class Agent:
         self.view.plan = action.plan or self.view.plan
         a = action
         await self.emit("tool_call", tool=a.tool, args=a.args, thought=a.thought, plan=a.plan)
+        call = ModelCall(c, prompt, self.config.sampling)
         try:
-            result = await self._guard(self.tools.execute(action, c, self.step))
+            result = await self._guard(self.tools.execute(action, call, self.step))
         except ex.NonTerminating as e:
             return await self._observe(c, action, e.message, {}, error=True)
         return await self._observe(c, action, result.text, result.files, error=False)
 
-    async def _query(self) -> Completion:
-        cfg, msgs = self.config, self.view.messages()
-        schema = action_schema() if cfg.structured_actions and not cfg.native_tools else None
+    async def _query(self, msgs: list[Message]) -> Completion:
+        cfg = self.config
+        schema = cfg.decoding_schema()  # the action schema (or a narrower one configured)
         if self.on_text is not None and not cfg.native_tools:
             stream = self.backend.stream(msgs, schema=schema, sampling=cfg.sampling)
             c = await collect_stream(stream, self.backend.model_name, self.on_text)

@@ -1,6 +1,6 @@
 """The agent's tools on top of a `Workspace`, and the human-in-the-loop seam (`Reviewer`).
 
-`Toolbox.execute(action, completion, step)` runs one parsed action and returns a `ToolResult`
+`Toolbox.execute(action, call, step)` runs one parsed action and returns a `ToolResult`
 (the observation text, plus the text of files read or written so the loop can keep their
 outlines). Model-fixable failures (WorkspaceError, EditError: a SEARCH that does not match,
 with its did-you-mean hint) raise `ToolFailure`, which the loop reflects to the model;
@@ -8,11 +8,12 @@ with its did-you-mean hint) raise `ToolFailure`, which the loop reflects to the 
 
 Edits are proposals first: the new text is computed in memory by the workspace's edit plan
 (`Workspace.plan_edit`, with the workspace's EditConfig: the same path as `apply_edit`), the
-completion that produced it is recorded with `sink.record_suggestion` BEFORE anyone sees
-it, then in interactive mode the `Reviewer` decides (accept / reject with a reason that
-reaches the model / accept some hunks) and only then the file is written; in autonomous
-mode it is written at once. `run_command` needs `Reviewer.approve_command` in interactive
-mode; its output is capped (head and tail kept) and it has a timeout.
+completion that produced it (with its prompt and sampling: the `ModelCall`) is recorded
+with `sink.record_suggestion` BEFORE anyone sees it, then in interactive mode the
+`Reviewer` decides (accept / reject with a reason that reaches the model / accept some
+hunks) and only then the file is written; in autonomous mode it is written at once.
+`run_command` needs `Reviewer.approve_command` in interactive mode; its output is capped
+(head and tail kept) and it has a timeout.
 
 Run its tests: .venv/bin/python -m pytest tests/agent/test_loop.py -q
 """
@@ -32,7 +33,7 @@ from agent_server.agent.exceptions import Submitted, ToolFailure
 from agent_server.agent.summarizer import clip
 from agent_server.agent.workspace import Workspace
 from agent_server.agent.workspace_types import WorkspaceError
-from agent_server.models.base import Completion
+from agent_server.models.base import Completion, Message, Sampling
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,15 @@ class ToolResult:
 Emit = Callable[..., Awaitable[None]]
 
 
+@dataclass(frozen=True)
+class ModelCall:
+    """The model call behind an action: an edit's suggestion row records all three."""
+
+    completion: Completion
+    prompt: list[Message]  # the messages the model was given, exactly
+    sampling: Sampling
+
+
 class Toolbox:
     def __init__(
         self,
@@ -90,35 +100,35 @@ class Toolbox:
             workspace, config, reviewer, sink, emit,
         )  # fmt: skip
 
-    async def execute(self, action: Action, completion: Completion, step: int) -> ToolResult:
+    async def execute(self, action: Action, call: ModelCall, step: int) -> ToolResult:
         handler = getattr(self, f"_{action.tool}")
         try:
-            return await handler(action, completion, step)
+            return await handler(action, call, step)
         except WorkspaceError as e:  # EditError included
             raise ToolFailure(f"{action.tool} failed ({e.code}): {e.message}") from e
 
     def _clip(self, text: str) -> str:
         return clip(text, self.config.max_output_chars)
 
-    async def _read_file(self, a: Action, c: Completion, step: int) -> ToolResult:
+    async def _read_file(self, a: Action, call: ModelCall, step: int) -> ToolResult:
         text = await self.ws.read_file(a.args["path"])
         return ToolResult(self._clip(text) or "(empty file)", {a.args["path"]: text})
 
-    async def _list_dir(self, a: Action, c: Completion, step: int) -> ToolResult:
+    async def _list_dir(self, a: Action, call: ModelCall, step: int) -> ToolResult:
         listing = await self.ws.list_dir(a.args.get("path") or ".")
         lines = [e.path + ("/" if e.kind == "dir" else "") for e in listing.entries]
         if listing.truncated:
             lines.append("[listing truncated: list a subdirectory for the rest]")
         return ToolResult(self._clip("\n".join(lines) or "(empty directory)"))
 
-    async def _search(self, a: Action, c: Completion, step: int) -> ToolResult:
+    async def _search(self, a: Action, call: ModelCall, step: int) -> ToolResult:
         result = await self.ws.search(a.args["query"], path=a.args.get("path") or ".")
         lines = [f"{m.path}:{m.line}: {m.text}" for m in result.matches]
         if result.truncated:
             lines.append("[more matches not shown: narrow the query or the path]")
         return ToolResult(self._clip("\n".join(lines) or "(no matches)"))
 
-    async def _run_command(self, a: Action, c: Completion, step: int) -> ToolResult:
+    async def _run_command(self, a: Action, call: ModelCall, step: int) -> ToolResult:
         command = a.args["command"]
         if self.config.mode == "interactive":
             assert self.reviewer is not None
@@ -145,10 +155,10 @@ class Toolbox:
             head = f"timed out after {self.config.command_timeout_s}s (killed)"
         return ToolResult(f"{head}\n{self._clip(r.output)}")
 
-    async def _finish(self, a: Action, c: Completion, step: int) -> ToolResult:
+    async def _finish(self, a: Action, call: ModelCall, step: int) -> ToolResult:
         raise Submitted(a.args["message"])
 
-    async def _edit(self, a: Action, c: Completion, step: int) -> ToolResult:
+    async def _edit(self, a: Action, call: ModelCall, step: int) -> ToolResult:
         path = a.args["path"]
         if "blocks" in a.args:
             blocks = parse_search_replace(a.args["blocks"])
@@ -171,7 +181,9 @@ class Toolbox:
             thought=a.thought,
         )
         # Recorded before the person sees it: an outcome must always find its suggestion.
-        await self.sink.record_suggestion(c, proposal)
+        await self.sink.record_suggestion(
+            call.completion, proposal, prompt=call.prompt, sampling=call.sampling
+        )
         await self.emit("edit_proposed", proposal=proposal.to_dict())
         if self.config.mode == "autonomous":
             decision = EditDecision.accept()

@@ -15,40 +15,13 @@ from __future__ import annotations
 import fnmatch
 import hmac
 import logging
-import os
 import re
-import secrets
 from dataclasses import dataclass
-from pathlib import Path
 
 from starlette.requests import HTTPConnection
 
 from ground.settings import Settings
-
-
-def load_or_create_token(path: Path) -> str:
-    """Read the token at `path`, or make one there readable by the owner only."""
-    try:
-        token = path.read_text().strip()
-        if token:
-            return token
-    except FileNotFoundError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    token = secrets.token_urlsafe(32)
-    # Write to a private temp file, then rename: the token is never world-readable, and a
-    # second process starting at the same moment keeps whichever token landed first.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    try:
-        os.link(tmp, path)  # fails if another process made it meanwhile
-    except FileExistsError:
-        token = path.read_text().strip()
-    finally:
-        tmp.unlink(missing_ok=True)
-    return token
+from ground.tokens import load_or_create_token
 
 
 @dataclass(frozen=True)

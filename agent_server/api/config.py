@@ -45,7 +45,7 @@ class ApiConfig(BaseModel):
     )
     agent: Any = Field(
         default=None,
-        description="An agent_server.agent.loop.AgentConfig for every session; None: its defaults.",
+        description="An agent.config.AgentConfig for every session; None: its defaults.",
     )
     summarizer: Any = Field(
         default=None,

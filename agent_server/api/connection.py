@@ -22,18 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket
 
-from agent_server.api.completion import complete_inline
 from agent_server.api.frames import FrameError, parse_frame
 from agent_server.api.sessions import LiveSession, transcript_entries
+from agent_server.models.base import BackendUnavailable, ModelError
 from agent_server.protocol import messages as p
 from agent_server.protocol.errors import ApiError, ErrorCode
+from agent_server.session.completion import InlineRequest, complete_inline
 from feedback.queries.suggestions import OutcomeConflict, UnknownSuggestion
+from feedback.vocab import DECISION_KINDS
 
 if TYPE_CHECKING:
     from agent_server.api.services import Services
 
 log = logging.getLogger(__name__)
-DECISIONS = ("accepted", "rejected", "partially_accepted")
 
 
 class ConnectionClosed(Exception):
@@ -201,11 +202,26 @@ async def on_completion_request(conn: Connection, msg: p.CompletionRequest) -> N
     if msg.session_id is not None:
         await conn.services.sessions.owned(conn, msg.session_id)
 
+    services, temperature = conn.services, conn.services.config.completion_temperature
+    request = InlineRequest(msg.path, msg.language, msg.prefix, msg.suffix, msg.max_tokens,
+                            session_id=msg.session_id)  # fmt: skip
+
     async def work() -> None:
         try:
-            await conn.send(await complete_inline(conn.services, msg))
-        except ApiError as exc:
-            await conn.send(p.Error(id=msg.id, code=exc.code, message=exc.message))
+            made = await complete_inline(
+                services.backend, services.store, request, temperature=temperature
+            )
+        except BackendUnavailable as exc:
+            error = ApiError(ErrorCode.MODEL_UNAVAILABLE, str(exc))
+        except ModelError as exc:
+            error = ApiError(ErrorCode.MODEL_ERROR, f"{exc.code}: {exc}")
+        else:
+            await conn.send(
+                p.CompletionSuggestion(id=msg.id, suggestion_id=made.suggestion_id,
+                                       text=made.text, adapter=made.adapter)
+            )  # fmt: skip
+            return
+        await conn.send(p.Error(id=msg.id, code=error.code, message=error.message))
 
     conn.spawn(work())
 
@@ -238,7 +254,7 @@ async def on_edit_outcome(conn: Connection, msg: p.EditOutcome) -> None:
                      client_event_id=msg.client_event_id, outcome_id=str(stored.id),
                      duplicate=stored.duplicate)
     )  # fmt: skip
-    if msg.outcome in DECISIONS:
+    if msg.outcome in DECISION_KINDS:  # the outcomes a waiting edit proposal ends on
         conn.resolve(msg.suggestion_id, "decision", msg)
 
 

@@ -39,8 +39,8 @@ class Services:
 
     async def aclose(self) -> None:
         for live in list(self.sessions.live.values()):
-            if live.agent is not None:
-                live.agent.cancel()
+            if live.running is not None:
+                live.running.cancel()
         if self.owns_backend:
             await self.backend.aclose()
         self.engine.dispose()

@@ -3,11 +3,11 @@
 A session belongs to the connection that created or resumed it (in memory: `live`); another
 connection gets `session_not_owned` / `session_in_use`, and a closed connection releases its
 sessions (cancelling a running turn: its tools live in that editor). A session runs at most
-one turn at a time. Every turn builds a fresh `Agent` from the stored trajectory, so a turn
-after a reconnect or a server restart runs exactly like one on the first connection:
-the first turn is `agent.run(task)`; later ones are `agent.resume(events + follow-up)`,
-where the follow-up is the person's new message appended as the next observation.
-Nothing to run; tests/api/test_sessions.py drives it over a real server.
+one turn at a time, as an asyncio task. The turn itself is the session layer's
+(agent_server/session/turns.py: a fresh Agent on the stored trajectory, the task or a
+follow-up, recorded by its `RecordingSink`); this file only wires it to the connection
+(bridge.py) and answers `turn.done`. `transcript_entries` is what `session.info` replays.
+Nothing to run; tests/api/test_ws_session.py drives it over a real server.
 """
 
 from __future__ import annotations
@@ -18,29 +18,30 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
+from agent_server.agent.config import AgentConfig, RunResult
 from agent_server.agent.events import Event
-from agent_server.agent.loop import Agent, AgentConfig, RunResult
-from agent_server.agent.summarizer import ModelSummarizer
-from agent_server.api.recorder import DbSink, DeltaBuffer, WsReviewer, client_workspace
+from agent_server.api.bridge import DeltaBuffer, WsReviewer, WsSteps, client_workspace
+from agent_server.api.peer import Peer
 from agent_server.models.base import ModelBackend, Usage
 from agent_server.protocol import messages as p
 from agent_server.protocol.errors import ApiError, ErrorCode
+from agent_server.session.prompts import FOLLOW_UP
+from agent_server.session.recorder import RecordingSink
 from agent_server.session.store import SessionRow, Store
+from agent_server.session.turns import Turn
 
 if TYPE_CHECKING:
     from agent_server.api.config import ApiConfig
-    from agent_server.api.connection import Connection
 
 log = logging.getLogger(__name__)
-FOLLOW_UP = "New message from the user:\n"  # how a later message reaches the agent
 
 
 @dataclasses.dataclass
 class LiveSession:
     row: SessionRow
-    conn: Connection
+    conn: Peer
     events: list[Event]  # the stored trajectory, appended to as the agent emits
-    agent: Agent | None = None
+    running: Turn | None = None
     turn: asyncio.Task[None] | None = None
 
     @property
@@ -55,7 +56,7 @@ class SessionManager:
 
     # ---- ownership -------------------------------------------------------------------------
 
-    async def create(self, conn: Connection, msg: p.SessionCreate) -> LiveSession:
+    async def create(self, conn: Peer, msg: p.SessionCreate) -> LiveSession:
         row = await self.store.create_session(
             mode=msg.mode, title=msg.title, workspace=msg.workspace, client=conn.client,
             owner=conn.id,
@@ -63,7 +64,7 @@ class SessionManager:
         live = self.live[row.id] = LiveSession(row, conn, [])
         return live
 
-    async def resume(self, conn: Connection, session_id: str) -> LiveSession:
+    async def resume(self, conn: Peer, session_id: str) -> LiveSession:
         current = self.live.get(session_id)
         if current is not None:
             if current.conn is conn:
@@ -79,7 +80,7 @@ class SessionManager:
         await self.store.set_session(session_id, owner=conn.id, status="active")
         return live
 
-    async def owned(self, conn: Connection, session_id: str) -> LiveSession:
+    async def owned(self, conn: Peer, session_id: str) -> LiveSession:
         live = self.live.get(session_id)
         if live is not None and live.conn is conn:
             return live
@@ -89,13 +90,13 @@ class SessionManager:
             raise ApiError(ErrorCode.SESSION_NOT_FOUND, f"no session {session_id!r}")
         raise ApiError(ErrorCode.SESSION_NOT_OWNED, "send session.resume for it on this connection")
 
-    async def release(self, conn: Connection) -> None:
+    async def release(self, conn: Peer) -> None:
         """The connection closed: stop its turns and give its sessions back."""
         mine = [s for s in self.live.values() if s.conn is conn]
         for live in mine:
             if live.busy and live.turn is not None:
-                if live.agent is not None:
-                    live.agent.cancel()
+                if live.running is not None:
+                    live.running.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await asyncio.wait_for(asyncio.shield(live.turn), timeout=5)
                 live.turn.cancel()
@@ -111,29 +112,28 @@ class SessionManager:
         live.turn = asyncio.create_task(self._turn(live, msg), name=f"turn-{live.row.id}")
 
     def cancel(self, live: LiveSession) -> None:
-        if not live.busy or live.agent is None:
+        if not live.busy or live.running is None:
             raise ApiError(ErrorCode.NO_TURN, "the session has no running turn")
-        live.agent.cancel()
+        live.running.cancel()
 
     async def _turn(self, live: LiveSession, msg: p.UserMessage) -> None:
-        conn, sid = live.conn, live.row.id
+        conn, sid, cfg = live.conn, live.row.id, self.config
         deltas = DeltaBuffer(conn, sid, msg.id)
-        sink = DbSink(self.store, live, deltas, reply_id=msg.id)
+        steps = WsSteps(conn, sid, deltas, reply_id=msg.id)
+        sink = RecordingSink(self.store, sid, live.events, steps)
         try:
-            agent = live.agent = self._agent(live, sink, deltas, msg.id)
-            sink.prompt = lambda: agent.view.messages()
-            sink.sampling = agent.config.sampling
-            if not live.events:
-                result = await agent.run(task_text(msg.text, msg.context))
-            else:
-                for event in follow_up(live.events, msg.text, msg.context):
-                    await sink.emit(event)
-                result = await agent.resume(list(live.events))
+            base = dataclasses.replace(cfg.agent or AgentConfig(), mode=live.row.mode)
+            turn = live.running = Turn(
+                self.backend, client_workspace(conn, sid, cfg.tool_timeout_s, msg.id), base,
+                sink, reviewer=WsReviewer(conn, sid, cfg.review_timeout_s, msg.id),
+                summarizer=cfg.summarizer, on_text=deltas.add,
+            )  # fmt: skip
+            result = await turn.run(msg.text, msg.context)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug or a DB failure: the person still gets turn.done
             log.exception("turn of session %s failed", sid)
-            result = RunResult("error", f"internal error: {exc}", 0, Usage(0, 0), 0)  # type: ignore[arg-type]
+            result = RunResult("error", f"internal error: {exc}", 0, Usage(0, 0), 0)
         await deltas.flush()
         usage = p.Usage(
             prompt_tokens=result.usage.prompt_tokens,
@@ -144,84 +144,6 @@ class SessionManager:
             p.TurnDone(id=msg.id, session_id=sid, status=result.status, message=result.message,
                        usage=usage)
         )  # fmt: skip
-
-    def _agent(
-        self, live: LiveSession, sink: DbSink, deltas: DeltaBuffer, reply_id: str | None
-    ) -> Agent:
-        summarizer = None
-        if self.config.summarizer is not None:
-            summarizer = ModelSummarizer(self.backend, self.config.summarizer)
-        conn, sid = live.conn, live.row.id
-        return Agent(
-            self.backend,
-            client_workspace(conn, sid, self.config.tool_timeout_s, reply_id),
-            self.agent_config(live.row.mode),
-            sink=sink,
-            reviewer=WsReviewer(conn, sid, self.config.review_timeout_s, reply_id),
-            summarizer=summarizer,
-            on_text=deltas.add,
-        )
-
-    def agent_config(self, mode: str) -> AgentConfig:
-        """The configured AgentConfig in the session's mode, with max_tokens that fit."""
-        base = self.config.agent or AgentConfig()
-        config = dataclasses.replace(base, mode=mode)
-        window = self.backend.context_window
-        room = window - int(config.context_budget_ratio * window)
-        if config.sampling.max_tokens > room:
-            sampling = dataclasses.replace(config.sampling, max_tokens=max(1, room))
-            config = dataclasses.replace(config, sampling=sampling)
-        return config
-
-
-def task_text(text: str, context: p.EditorContext) -> str:
-    """The person's message plus what their editor shows, as the agent's task."""
-    parts = [text]
-    if context.path:
-        lang = f" ({context.language})" if context.language else ""
-        parts.append(f"Open file: {context.path}{lang}")
-    if context.selection and context.selection.text:
-        s = context.selection
-        parts.append(f"Selected (lines {s.start.line + 1}-{s.end.line + 1}):\n```\n{s.text}\n```")
-    if context.diagnostics:
-        lines = [
-            f"- {d.path or context.path or '?'}:{d.line + 1} {d.severity}: {d.message}"
-            for d in context.diagnostics[:50]
-        ]
-        parts.append("Diagnostics:\n" + "\n".join(lines))
-    return "\n\n".join(parts)
-
-
-def follow_up(events: list[Event], text: str, context: p.EditorContext) -> list[Event]:
-    """Events that hand a later message to the agent: it arrives as the next observation.
-
-    `rebuild_view` pairs an observation with the assistant reply before it; when the last
-    run ended without one pending (a limit, a cancel), a short assistant note stands in.
-    """
-    seq = max((e.seq for e in events), default=0)
-    step = max((e.step for e in events), default=0)
-    pending = False
-    last_finish: Event | None = None
-    for e in events:
-        if e.kind == "assistant":
-            pending = True
-        elif e.kind == "observation":
-            pending = False
-        elif e.kind == "run_finished":
-            last_finish = e
-    out: list[Event] = []
-    if not pending:
-        status = last_finish.data.get("status", "stopped") if last_finish else "stopped"
-        note = last_finish.data.get("message", "") if last_finish else ""
-        seq += 1
-        content = f"(the previous request ended: {status}. {note})"
-        message = {"role": "assistant", "content": content}
-        out.append(Event("assistant", step, {"message": message, "completion": None}, seq))
-    seq += 1
-    content = FOLLOW_UP + task_text(text, context)
-    observation = {"message": {"role": "user", "content": content}, "files": {}, "error": False}
-    out.append(Event("observation", step, observation, seq))
-    return out
 
 
 def transcript_entries(events: list[Event], *, limit: int) -> list[p.TranscriptEntry]:

@@ -1,4 +1,4 @@
-"""`Store`: the web wing's async face on the feedback database.
+"""`Store`: the session layer's async face on the feedback database.
 
 Each method runs one short transaction of `feedback.queries` functions in a worker thread,
 so the event loop never waits on the database. The agent's trajectory `Event`s are stored
@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-import re
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -24,6 +23,7 @@ from feedback.db import transaction
 from feedback.models import AgentSession, Outcome
 from feedback.queries import sessions as q_sessions
 from feedback.queries import suggestions as q_suggestions
+from feedback.vocab import adapter_version
 
 T = TypeVar("T")
 
@@ -40,13 +40,6 @@ _KINDS: dict[str, tuple[str, str | None]] = {
     "summary": ("summary", None),
     "run_finished": ("status", None),
 }
-_ADAPTER = re.compile(r"policy-v(\d+)$")
-
-
-def adapter_version(adapter: str | None) -> int | None:
-    """`policy-v3` -> 3; None (the base model) or another name -> None."""
-    match = _ADAPTER.search(adapter or "")
-    return int(match.group(1)) if match else None
 
 
 @dataclasses.dataclass(frozen=True)

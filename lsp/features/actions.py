@@ -19,9 +19,9 @@ from lsprotocol.converters import get_converter
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 
-from agent_server.api.sessions import task_text
 from agent_server.protocol.messages import Diagnostic, EditorContext, Selection
 from agent_server.protocol.messages import Position as Pos
+from agent_server.session.prompts import task_text
 from lsp.editors import Progress, ResolveEditor
 from lsp.features.errors import RequestFailed, request_errors
 from lsp.text import check_range, open_document

@@ -22,7 +22,7 @@ from lsprotocol import types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pygls.exceptions import JsonRpcInvalidParams
 
-from agent_server.api.sessions import task_text
+from agent_server.session.prompts import task_text
 from ground import __version__
 from lsp.editors import ChatEditor, Progress
 from lsp.features.actions import TASKS, ActionData, editor_context

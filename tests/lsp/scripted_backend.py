@@ -7,7 +7,7 @@ Named by `APPRENTICE_LSP_TEST_BACKEND=tests.lsp.scripted_backend:build` (read on
      "agent": ["<action JSON>", ...],          # agent steps in order; then `finish`
      "delay_s": 0.0}                            # before each reply (cancellation tests)
 
-Inline-completion prompts (agent_server/api/completion.py's system prompt) get
+Inline-completion prompts (agent_server/session/prompts.py's system prompt) get
 `completion`; every other call takes the next agent reply. Everything else is the real
 server: the agent loop, the tools, the recording, the protocol.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_server.agent.scripted import ScriptedModel
-from agent_server.api.completion import SYSTEM as COMPLETION_SYSTEM
 from agent_server.models.base import Message
+from agent_server.session.prompts import SYSTEM as COMPLETION_SYSTEM
 
 FINISH = json.dumps({"thought": "done", "tool": "finish", "args": {"message": "Done."}})
 

@@ -1,9 +1,8 @@
-"""The agent's seams implemented over the database and the WebSocket.
+"""The agent's seams over the WebSocket: how a turn reaches the person's editor.
 
-- `DbSink` (the loop's EventSink): stores every trajectory event in `session_events` before
-  forwarding what the person should see (`agent.step`, `summary.made`), and stores the
-  completion behind each edit proposal as a `suggestions` row (token ids, logprobs, adapter,
-  the prompt) — the loop calls it before the proposal reaches the reviewer.
+- `WsSteps` (the session layer's EventListener): after the `RecordingSink` stored an event,
+  sends what the person should see of it (`assistant.delta` text, `agent.step`,
+  `summary.made`).
 - `WsReviewer` (the loop's Reviewer): sends `edit.proposed` / `command.approval.request` and
   waits for the person's `edit.outcome` / `command.approval.response`.
 - `client_workspace`: a ClientWorkspace whose requests are `tool.request` messages answered
@@ -14,19 +13,13 @@ Nothing to run; tests/api/ exercise them through a real server.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agent_server.agent.client_workspace import ClientWorkspace, ClientWorkspaceConfig
 from agent_server.agent.events import EditDecision, EditProposal, Event
 from agent_server.agent.tools import CommandDecision
-from agent_server.models.base import Completion, Message, Sampling
+from agent_server.api.peer import Peer
 from agent_server.protocol import messages as p
-
-if TYPE_CHECKING:
-    from agent_server.api.connection import Connection
-    from agent_server.api.sessions import LiveSession
-    from agent_server.session.store import Store
 
 OBSERVATION_PREVIEW = 2000  # characters of a tool result shown in agent.step
 
@@ -35,9 +28,9 @@ class DeltaBuffer:
     """Streamed text, sent as `assistant.delta` every `interval_s` rather than per token."""
 
     def __init__(
-        self, conn: Connection, session_id: str, reply_id: str | None, interval_s: float = 0.05
+        self, peer: Peer, session_id: str, reply_id: str | None, interval_s: float = 0.05
     ) -> None:
-        self.conn, self.session_id, self.reply_id = conn, session_id, reply_id
+        self.peer, self.session_id, self.reply_id = peer, session_id, reply_id
         self.interval_s = interval_s
         self._parts: list[str] = []
         self._last = time.monotonic()
@@ -51,63 +44,50 @@ class DeltaBuffer:
         self._last = time.monotonic()
         if self._parts:
             text, self._parts = "".join(self._parts), []
-            await self.conn.send(
+            await self.peer.send(
                 p.AssistantDelta(id=self.reply_id, session_id=self.session_id, text=text)
             )
 
 
-class DbSink:
+class WsSteps:
+    """The WebSocket's EventListener: what the person sees of each stored event.
+
+    A step's streamed text is flushed first, then a tool call and its observation become
+    one `agent.step`, a summary a `summary.made`.
+    """
+
     def __init__(
-        self, store: Store, live: LiveSession, deltas: DeltaBuffer, *, reply_id: str | None
+        self, peer: Peer, session_id: str, deltas: DeltaBuffer, *, reply_id: str | None
     ) -> None:
-        self.store, self.live, self.reply_id = store, live, reply_id
-        self.deltas = deltas
-        self.prompt: Callable[[], list[Message]] = list
-        self.sampling: Sampling | None = None
+        self.peer, self.session_id, self.deltas, self.reply_id = peer, session_id, deltas, reply_id
         self._call: dict[str, Any] | None = None  # the tool call awaiting its observation
 
-    async def emit(self, event: Event) -> None:
+    async def on_event(self, event: Event) -> None:
         await self.deltas.flush()  # the text of a step reaches the client before its events
-        sid = self.live.row.id
-        await self.store.append_event(sid, event)
-        self.live.events.append(event)
-        conn, data = self.live.conn, event.data
+        sid, data = self.session_id, event.data
         if event.kind == "tool_call":
             self._call = data
         elif event.kind == "observation" and self._call is not None:
             call, self._call = self._call, None
             text = str((data.get("message") or {}).get("content") or "")
-            await conn.send(
+            await self.peer.send(
                 p.AgentStep(id=self.reply_id, session_id=sid, tool=str(call.get("tool")),
                             args=dict(call.get("args") or {}),
                             observation=text[:OBSERVATION_PREVIEW])
             )  # fmt: skip
         elif event.kind == "summary":
-            await conn.send(
+            await self.peer.send(
                 p.SummaryMade(id=self.reply_id, session_id=sid, summary=str(data.get("summary")),
                               tokens_before=data.get("tokens_before"),
                               tokens_after=data.get("tokens_after"))
             )  # fmt: skip
 
-    async def record_suggestion(self, completion: Completion, proposal: EditProposal) -> None:
-        await self.store.record_suggestion(
-            suggestion_id=proposal.id,
-            kind="edit",
-            completion=completion,
-            prompt=self.prompt(),
-            proposed=proposal.diff,
-            session_id=self.live.row.id,
-            file_path=proposal.path,
-            sampling=self.sampling,
-            latency_s=None,
-        )
-
 
 class WsReviewer:
     """The person decides, through their editor; a timeout counts as a refusal."""
 
-    def __init__(self, conn: Connection, session_id: str, timeout_s: float, reply_id: str | None):
-        self.conn, self.session_id = conn, session_id
+    def __init__(self, peer: Peer, session_id: str, timeout_s: float, reply_id: str | None):
+        self.peer, self.session_id = peer, session_id
         self.timeout_s, self.reply_id = timeout_s, reply_id
 
     async def review_edit(self, proposal: EditProposal) -> EditDecision:
@@ -117,7 +97,7 @@ class WsReviewer:
             path=proposal.path, diff=proposal.diff, hunks=hunks,
         )  # fmt: skip
         try:
-            outcome: p.EditOutcome = await self.conn.request(
+            outcome: p.EditOutcome = await self.peer.request(
                 proposal.id, message, self.timeout_s, kind="decision"
             )
         except TimeoutError:
@@ -129,12 +109,12 @@ class WsReviewer:
         return EditDecision.reject(outcome.reason or "")
 
     async def approve_command(self, command: str) -> CommandDecision:
-        request_id = self.conn.new_request_id()
+        request_id = self.peer.new_request_id()
         message = p.CommandApprovalRequest(
             id=self.reply_id, request_id=request_id, session_id=self.session_id, command=command
         )
         try:
-            answer: p.CommandApprovalResponse = await self.conn.request(
+            answer: p.CommandApprovalResponse = await self.peer.request(
                 request_id, message, self.timeout_s, kind="approval"
             )
         except TimeoutError:
@@ -143,18 +123,18 @@ class WsReviewer:
 
 
 def client_workspace(
-    conn: Connection, session_id: str, timeout_s: float, reply_id: str | None
+    peer: Peer, session_id: str, timeout_s: float, reply_id: str | None
 ) -> ClientWorkspace:
     """A workspace whose every call is a `tool.request` to this connection's editor."""
 
     async def send_request(method: str, params: dict[str, Any]) -> dict[str, Any]:
-        request_id = conn.new_request_id()
+        request_id = peer.new_request_id()
         message = p.ToolRequest(
             id=reply_id, request_id=request_id, session_id=session_id, method=method,
             params=params,
         )  # fmt: skip
         # No timeout here: ClientWorkspace bounds each call (longer for run_command).
-        result: p.ToolResult = await conn.request(request_id, message, None, kind="tool")
+        result: p.ToolResult = await peer.request(request_id, message, None, kind="tool")
         if result.error is not None:
             return {"error": result.error.model_dump()}
         return {"result": result.result or {}}
