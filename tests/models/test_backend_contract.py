@@ -4,7 +4,8 @@ Parametrized over "vllm" (OpenAIBackend against the real vLLM server, `vllm_serv
 "embedded" (EmbeddedBackend in this process). What the agent loop and the learner rely on:
 token ids and per-token logprobs consistent with the text, streaming equal to completing,
 JSON-schema replies that always parse and validate, LoRA adapters loaded at runtime and
-selected by name, unknown adapters and unreachable backends as typed errors.
+selected by name (the AdapterHost protocol), unknown adapters and unreachable backends as
+typed errors.
 
 Run one backend: .venv/bin/python -m pytest tests/models/test_backend_contract.py -k vllm -q
 """
@@ -25,6 +26,8 @@ import pytest_asyncio
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from agent_server.models.base import (
+    AdapterBackend,
+    AdapterHost,
     AdapterNotFound,
     BackendUnavailable,
     ModelBackend,
@@ -59,13 +62,13 @@ SCHEMA = {  # every string and number bounded, so a reply always closes within m
 @pytest_asyncio.fixture(scope="module", params=KINDS, loop_scope="session")
 async def backend(
     request: pytest.FixtureRequest, dev_model_dir: Path
-) -> AsyncIterator[ModelBackend]:
+) -> AsyncIterator[AdapterBackend]:
     if request.param == "vllm":
         server = request.getfixturevalue("vllm_server")
         config = OpenAIConfig(
             base_url=server.base_url, model=server.model, tokenizer_path=str(dev_model_dir)
         )
-        made: ModelBackend = OpenAIBackend(config)
+        made: AdapterBackend = OpenAIBackend(config)
     else:
         made = EmbeddedBackend(EmbeddedConfig(model_dir=dev_model_dir))
     yield made
@@ -99,8 +102,8 @@ async def test_completion_has_ids_and_logprobs_consistent_with_its_text(
     assert completion.usage.completion_tokens == len(ids)
     prompt_tokens = await asyncio.to_thread(backend.count_tokens, MESSAGES)
     assert completion.usage.prompt_tokens == prompt_tokens
-    if completion.prompt_token_ids is not None:
-        assert len(completion.prompt_token_ids) == prompt_tokens
+    assert completion.prompt_token_ids is not None  # exact ids: tests/models/test_prompt_ids.py
+    assert len(completion.prompt_token_ids) == prompt_tokens
     assert (completion.model, completion.adapter) == (backend.model_name, None)
     config = json.loads((dev_model_dir / "config.json").read_text())
     window = await asyncio.to_thread(lambda: backend.context_window)
@@ -137,10 +140,13 @@ async def test_schema_replies_parse_and_validate_20_of_20(backend: ModelBackend)
 
 @session_loop
 async def test_a_lora_adapter_loads_at_runtime_and_is_selected_by_name(
-    backend: ModelBackend, adapter_dir: Path
+    backend: AdapterBackend, adapter_dir: Path
 ) -> None:
+    assert isinstance(backend, AdapterHost)
     name = f"contract-{kind_of(backend)}-v1"
-    await backend.load_adapter(name, adapter_dir)  # type: ignore[attr-defined]
+    await backend.load_adapter(name, adapter_dir)
+    assert name in await backend.adapter_names()
+    assert backend.model_name not in await backend.adapter_names()
     base = await backend.complete(MESSAGES, sampling=GREEDY)
     tuned = await backend.complete(MESSAGES, sampling=GREEDY, adapter=name)
     assert tuned.adapter == name and base.adapter is None
@@ -156,7 +162,8 @@ async def test_a_lora_adapter_loads_at_runtime_and_is_selected_by_name(
     again = await backend.complete(MESSAGES, sampling=GREEDY)
     assert (again.adapter, again.token_ids) == (None, base.token_ids)
 
-    await backend.unload_adapter(name)  # type: ignore[attr-defined]
+    await backend.unload_adapter(name)
+    assert name not in await backend.adapter_names()
     with pytest.raises(AdapterNotFound):
         await backend.complete(MESSAGES, sampling=GREEDY, adapter=name)
 
