@@ -65,9 +65,10 @@ class DataConfig(_Frozen):
             "rejected": 1.0,
             "reverted": 1.0,
         },
-        description="Weight of a sample by the outcome that decides its label. accepted, "
-        "persisted, partially_accepted and edited_after_accept are desirable; rejected and "
-        "reverted undesirable. shown/applied never decide a label.",
+        description="Weight of a sample by the outcome that decides its label; the keys are "
+        "feedback.vocab.LABEL_KINDS (DESIRABLE ones: accepted, persisted, partially_accepted, "
+        "edited_after_accept; UNDESIRABLE: rejected, reverted), 1.0 for one left out. "
+        "shown/applied never decide a label.",
     )
 
 

@@ -8,6 +8,7 @@ import sys
 import uuid
 from typing import Any
 
+import pytest
 from sqlalchemy.orm import Session, sessionmaker
 
 from feedback.db import transaction
@@ -20,8 +21,8 @@ from feedback.queries import (
     record_suggestion,
     set_run_dataset,
 )
-from feedback.vocab import EDITOR_REASON_PREFIX
-from learner.config import DataConfig
+from feedback.vocab import EDITOR_REASON_PREFIX, LABEL_KINDS
+from learner.config import DataConfig, LearnerConfig
 from learner.data import collect_samples, ensure_split, new_outcome_count
 from learner.data import training_cursor as cursor_of
 
@@ -176,3 +177,9 @@ def test_split_is_stable_and_has_both_classes_on_both_sides(db: sessionmaker[Ses
         assert sides == {True, False}
     again, _ = collect(db, heldout_fraction=0.5)
     assert [x.heldout for x in again] == [x.heldout for x in collect(db, heldout_fraction=0.5)[0]]
+
+
+def test_the_label_weights_are_keyed_by_the_label_kinds():
+    assert set(DataConfig().weights) == LABEL_KINDS
+    with pytest.raises(ValueError, match="unknown outcome kinds \\['shown'\\]"):
+        LearnerConfig.model_validate({"data": {"weights": {"shown": 1.0}}})
