@@ -70,10 +70,11 @@ class LspConfig(BaseModel):
             step_limit=12,
             time_limit_s=300.0,
             sampling=Sampling(max_tokens=512),
-        ),  # fmt: skip
+        ),
         description="The in-process agent of one code action or chat turn: 12 model steps "
         "and 300 s at most, 512 tokens a step (clamped to the model's window). Interactive: "
-        "the person reviews every edit and command in the editor.",
+        "the person reviews every edit and command in the editor. A dict given here is an "
+        "AgentConfig's fields: AgentConfig's own defaults fill the rest.",
     )
     command_approval_timeout_s: float = Field(
         default=120.0,
