@@ -129,8 +129,8 @@ def chat(settings: Settings, task: str, workspace: Path) -> int:
 
     import httpx
 
-    from agent_server.api.auth import AuthConfig
     from apprentice.chat import run_chat
+    from ground.tokens import user_token
 
     base = f"http://{settings.host}:{settings.port}"
     background = None
@@ -142,7 +142,7 @@ def chat(settings: Settings, task: str, workspace: Path) -> int:
         prepare_embedded(settings)
         background = start_background_server(settings)
         url = f"ws://127.0.0.1:{background.port}/v1/ws"
-    token = AuthConfig.from_settings(settings).token
+    token = user_token(settings)
     try:
         return asyncio.run(run_chat(url, token, task, workspace.resolve()))
     finally:

@@ -46,6 +46,7 @@ sys.path.insert(0, str(REPO))
 
 from agent_server.protocol import messages as p  # noqa: E402
 from agent_server.protocol.client import ProtocolClient  # noqa: E402
+from feedback.vocab import adapter_name  # noqa: E402
 
 TOKEN, ADMIN = "bench-token-0123456789abcdef", "bench-admin-0123456789abcdef"
 DEFAULT_REGEX = "file"
@@ -205,7 +206,7 @@ async def learn(system: System, timeout: float = 900) -> dict[str, Any]:
             await asyncio.sleep(0.5)
     steps = {s["name"]: s.get("metrics", {}) for s in run["steps"]}
     if run["status"] == "succeeded":
-        want = f"policy-v{run['adapter_version']}"
+        want = adapter_name(run["adapter_version"])
         while await served_adapter(system) != want:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{want} deployed but not served after {timeout} s")
