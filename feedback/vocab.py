@@ -68,4 +68,5 @@ def is_adapter_name(name: str | None) -> bool:
 
 
 assert set(EDITOR_OUTCOME_KINDS) <= set(OUTCOME_KINDS)
-assert set(DECISION_KINDS) <= set(EDITOR_OUTCOME_KINDS) and LABEL_KINDS <= set(OUTCOME_KINDS)
+assert set(DECISION_KINDS) <= set(EDITOR_OUTCOME_KINDS)
+assert LABEL_KINDS.issubset(OUTCOME_KINDS)
