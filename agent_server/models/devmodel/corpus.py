@@ -211,12 +211,15 @@ def _action(rng: random.Random, f: SourceFile) -> tuple[str, str, dict[str, str]
 
 
 def chat_examples(files: list[SourceFile], count: int, seed: int) -> list[Conversation]:
-    """`count` conversations from `files`: half "complete this code", half agent actions.
+    """`count` conversations from `files`: a quarter "complete this code", half JSON text
+    actions (one in four of those after reading a tool observation), a quarter native tool
+    calls with the tool specs in the prompt.
 
-    Of the actions, half are JSON text (one in four of those after reading a tool
-    observation), half a native tool call with the tool specs in the prompt. The native
-    calls get that much weight because ending the turn right after `</tool_call>` is learned
-    from them alone; with fewer, whether it was learned depended on the rest of the corpus.
+    Both action formats end in `}}`; only the format says whether `</tool_call>` or the end
+    of the turn comes next. With a quarter each format, which one the model put after a JSON
+    action depended on the rest of the corpus (a fresh build chose `</tool_call>`); twice as
+    many JSON actions put the end of the turn first after either format (`</tool_call>` is
+    followed by the end of the turn in every native example).
     """
     rng = random.Random(seed)
     pool = [f for f in files if len(f.text) > 400]
@@ -224,7 +227,8 @@ def chat_examples(files: list[SourceFile], count: int, seed: int) -> list[Conver
     for i in range(count):
         f = pool[rng.randrange(len(pool))]
         tools = None
-        if i % 2 == 0:
+        kind = (0, 1, 1, 2)[i % 4]  # 0: complete code, 1: JSON text action, 2: native call
+        if kind == 0:
             lines = f.text.splitlines()
             start = rng.randrange(max(1, len(lines) - 24))
             head = "\n".join(lines[start : start + 8])
@@ -234,7 +238,7 @@ def chat_examples(files: list[SourceFile], count: int, seed: int) -> list[Conver
                 {"role": "user", "content": user},
                 {"role": "assistant", "content": f"```python\n{tail}\n```"},
             ]
-        elif i % 4 == 3:
+        elif kind == 2:
             request, tool, args, _ = _action(rng, f)
             call = {"type": "function", "function": {"name": tool, "arguments": args}}
             messages = [
@@ -258,7 +262,7 @@ def chat_examples(files: list[SourceFile], count: int, seed: int) -> list[Conver
                 thought = "I have what I need."
             action = {"thought": thought, "tool": tool, "args": args}
             messages.append({"role": "assistant", "content": json.dumps(action)})
-        if i % 2 == 1 and rng.random() < 0.5:
+        if kind != 0 and rng.random() < 0.5:
             messages.insert(0, {"role": "system", "content": _SYSTEM})
         conversations.append(Conversation(messages, tools))
     return conversations
