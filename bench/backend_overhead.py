@@ -7,12 +7,12 @@ per-call p50 and mean for each, and their ratios (goal: backend/raw <= 1.05); th
 `client_only`: both paths against a canned copy of a real reply (httpx.MockTransport), the
 client-side cost alone in microseconds, which a busy machine's noise cannot hide.
 
-    .venv/bin/python bench/backend_overhead.py                      # starts its own server
+    .venv/bin/python bench/backend_overhead.py [--model PATH]      # starts its own server
     .venv/bin/python bench/backend_overhead.py --base-url http://127.0.0.1:8000/v1 -n 100
 
-Without --base-url it serves --model-dir (default: $APPRENTICE_TEST_MODEL or .cache/dev-model)
-with the command line of scripts/vllm-serve.sh and stops it afterwards. Never part of the
-test run.
+Without --base-url it serves --model (any checkpoint folder; default: $APPRENTICE_TEST_MODEL
+or .cache/dev-model) with the command line of scripts/vllm-serve.sh and stops it afterwards;
+--served-name is the model name the requests carry. Never part of the test run.
 """
 
 from __future__ import annotations
@@ -174,8 +174,9 @@ def main() -> None:
     default_model = os.environ.get("APPRENTICE_TEST_MODEL", str(REPO / ".cache" / "dev-model"))
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--base-url", help="an already running server (.../v1)")
-    parser.add_argument("--model", default=SERVED_NAME, help="served model name")
-    parser.add_argument("--model-dir", type=Path, default=Path(default_model))
+    parser.add_argument("--model", "--model-dir", dest="model_dir", type=Path,
+                        default=Path(default_model), help="model folder to serve")  # fmt: skip
+    parser.add_argument("--served-name", default=SERVED_NAME, help="model name in requests")
     parser.add_argument("-n", type=int, default=50, help="completions per path")
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--warmup", type=int, default=3)
@@ -192,7 +193,9 @@ def main() -> None:
         process, base_url, log_path = start_server(args.model_dir)
         print(f"started vLLM at {base_url} (log {log_path})", file=sys.stderr)
     try:
-        result = asyncio.run(measure(base_url, args.model, args.n, args.max_tokens, args.warmup))
+        result = asyncio.run(
+            measure(base_url, args.served_name, args.n, args.max_tokens, args.warmup)
+        )
     finally:
         if process is not None:
             stop_server(process)

@@ -10,7 +10,7 @@ JSON: p50/p99/mean of both, their ratios, the server's debounce, the server-side
 stored with each suggestion (`latency_s`) and the mean completion tokens of both paths.
 
     .venv/bin/python bench/lsp_latency.py                      # dev model: $APPRENTICE_TEST_MODEL
-    .venv/bin/python bench/lsp_latency.py -n 100 --model-dir ~/.apprentice/models/dev
+    .venv/bin/python bench/lsp_latency.py -n 100 --model ~/.apprentice/models/dev
 
 Never part of the test run.
 """
@@ -134,7 +134,8 @@ async def main() -> None:
     parser.add_argument("--warmup", type=int, default=5, help="untimed calls per path first")
     parser.add_argument("--block", type=int, default=10, help="calls per alternating block")
     default_model = os.environ.get("APPRENTICE_TEST_MODEL") or str(REPO / ".cache" / "dev-model")
-    parser.add_argument("--model-dir", default=default_model, help="embedded model folder")
+    parser.add_argument("--model", "--model-dir", dest="model_dir", default=default_model,
+                        help="model folder for the embedded backend")  # fmt: skip
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="lsp-latency-"))

@@ -1,38 +1,51 @@
 """Online learning, measured: does the served model learn what a person accepts, in minutes?
 
-    .venv/bin/python bench/online_learning.py [--accept-regex REGEX] [--rounds N]
-        [--backend vllm|embedded] [--suggestions 64] [--broker-url URL] [--database-url URL]
+    .venv/bin/python bench/online_learning.py [--model PATH] [--user regex|intent]
+        [--accept-regex REGEX] [--rounds N] [--suggestions 64] [--eval-prompts N]
+        [--context LINES] [--backend vllm|embedded] [--epochs E] [--train-seconds S]
+        [--lr LR] [--max-length T] [--broker-url URL] [--database-url URL]
 
-A simulated user accepts an inline completion exactly when its text matches REGEX and
-rejects it otherwise. The bench starts the whole system in a temporary APPRENTICE_HOME:
-the dev model (.cache/dev-model, built if missing), vLLM (from .vllm-venv; or the embedded
-backend), `apprentice serve`, `apprentice worker` (embedded SQLite broker unless
---broker-url) and a migrated database (SQLite unless --database-url); then it talks to it
-only through the real interfaces: the WebSocket protocol for completions and outcomes, the
-admin API to trigger a learning cycle and read its result.
+The bench starts the whole system in a temporary APPRENTICE_HOME: the model (--model: any
+Hugging Face checkpoint folder; default $APPRENTICE_TEST_MODEL or the dev model,
+.cache/dev-model, built if missing), vLLM (from .vllm-venv; or the embedded backend),
+`apprentice serve`, `apprentice worker` (embedded SQLite broker unless --broker-url) and a
+migrated database (SQLite unless --database-url); then it talks to it only through the real
+interfaces: the WebSocket protocol for completions (the product's inline completion path,
+prompt and all) and outcomes, the admin API to trigger a learning cycle and read its result.
 
-Round r (0 <= r < N): serve SUGGESTIONS completions on fresh code prompts (stdlib files,
-seeded by r) -> the user's outcomes -> POST /v1/admin/runs -> wait for the run -> wait
-until completions are served by the deployed adapter. Round N only serves and measures.
-Prints one JSON object on stdout: {"rounds": [{"round", "acceptance_rate", "wall_s", ...}],
-"ratio": rate(N) / rate(0), "goal_met": ratio >= 1.5 and every round under 180 s, ...}.
-The default regex `file` matched about 30% of the dev model's completions (10-50% wanted).
-Never part of the test run.
+Code comes from the .py files of --code-dir (default: the standard library), split for good
+by file name (bench/online_users.py): the learner is only ever given outcomes on prompts
+cut from the train files; the held-out files give the perplexity text and the intent user's
+measured prompts. Two simulated users:
+- `regex` (default): accepts a completion exactly when it matches --accept-regex (default
+  `file`). Easy to game: junk that matches is "accepted".
+- `intent`: accepts exactly when the completion's first line is the file's real next line
+  (modulo surrounding whitespace). Its acceptance is measured on --eval-prompts prompts cut
+  from held-out files (the same prompts every round; their outcomes are never sent).
+
+Round r (0 <= r < N): serve --suggestions completions on fresh train-file prompts (seeded by
+r), send the user's outcomes; serve the held-out prompts (if any); held-out code perplexity
+of the served policy (base + deployed adapter, computed here with transformers + peft);
+POST /v1/admin/runs -> wait for the run -> wait until completions come from its adapter.
+Round N only serves and measures. Per round: acceptance (`acceptance_rate`: on the
+train-file prompts for regex, on the held-out prompts for intent; both reported),
+`distinct_share` (distinct completion texts / completions), `perplexity`, and wall seconds
+split into `serve_s` (completions), `train_s` (run posted -> deploy step starts: collect,
+train, evaluate, publish, with `steps_s` per step), `deploy_s` (deploy step starts -> its
+adapter serves) and `measure_s` (perplexity). Prints one JSON object on stdout:
+{"rounds": [...], "ratio": acceptance(N) / acceptance(0), "perplexity_ratio": ppl(N) / ppl(0),
+"goal_met": ratio >= 1.5 (regex) or 1.1 (intent) and perplexity_ratio <= 1.1, ...}; each
+round is also printed on stderr as it ends. Never part of the test run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
 import os
-import random
-import re
-import signal
-import socket
-import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 import uuid
@@ -46,144 +59,56 @@ sys.path.insert(0, str(REPO))
 
 from agent_server.protocol import messages as p  # noqa: E402
 from agent_server.protocol.client import ProtocolClient  # noqa: E402
+from bench.online_system import ADMIN, TOKEN, System  # noqa: E402
+from bench.online_users import (  # noqa: E402
+    CodeFiles,
+    IntentUser,
+    Perplexity,
+    Prompt,
+    RegexUser,
+    User,
+    code_prompts,
+)
 from feedback.vocab import adapter_name  # noqa: E402
 
-TOKEN, ADMIN = "bench-token-0123456789abcdef", "bench-admin-0123456789abcdef"
 DEFAULT_REGEX = "file"
-# Learning config per cycle: small data, a few epochs; outcomes are stored before their
-# acknowledgement arrives, so no settling delay is needed.
-CYCLE = {"data": {"settle_s": 0.0}, "train": {"epochs": 3.0, "max_seconds": 120}}
+GOALS = {"regex": 1.5, "intent": 1.1}  # acceptance(N) / acceptance(0)
+MAX_PERPLEXITY_RATIO = 1.10
+EVAL_SEED = 10_000  # the held-out prompts: one fixed set for every round
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def code_prompts(n: int, seed: int) -> list[tuple[str, str]]:
-    """(file name, prefix) pairs: ~15 lines of a stdlib file, cut before an indented line."""
-    rng = random.Random(seed)
-    files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
-    out: list[tuple[str, str]] = []
-    while len(out) < n:
-        path = rng.choice(files)
-        lines = path.read_text(errors="replace").splitlines()
-        if len(lines) < 40:
-            continue
-        cut = rng.randrange(10, len(lines) - 5)
-        indent = re.match(r"\s*", lines[cut]).group(0)  # type: ignore[union-attr]
-        out.append((path.name, "\n".join(lines[max(0, cut - 15) : cut]) + "\n" + indent))
-    return out
-
-
-class System:
-    """The processes of one Apprentice installation, started in order, stopped together."""
-
-    def __init__(self, args: argparse.Namespace, home: Path) -> None:
-        self.args, self.home = args, home
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.logs = home / "logs"
-        self.logs.mkdir(parents=True)
-        self.port = free_port()
-        self.env = {
-            "APPRENTICE_HOME": str(home), "APPRENTICE_TOKEN": TOKEN,
-            "APPRENTICE_ADMIN_TOKEN": ADMIN, "APPRENTICE_PORT": str(self.port),
-            "APPRENTICE_LEARNER_INTERVAL_S": "0", "OMP_WAIT_POLICY": "PASSIVE",
-            "APPRENTICE_LOG_LEVEL": "WARNING",
-        }  # fmt: skip
-        if args.database_url:
-            self.env["APPRENTICE_DATABASE_URL"] = args.database_url
-        if args.broker_url:
-            self.env |= {"APPRENTICE_BROKER_URL": args.broker_url,
-                         "APPRENTICE_RESULT_BACKEND": args.broker_url,
-                         "APPRENTICE_LEARNER_QUEUE": f"bench-{uuid.uuid4().hex[:8]}"}  # fmt: skip
-
-    def spawn(self, name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        with (self.logs / f"{name}.log").open("wb") as log:
-            proc = subprocess.Popen(argv, cwd=REPO, env={**os.environ, **env}, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
-        self.procs.append(proc)
-        return proc
-
-    def wait_http(self, url: str, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                tail = (self.logs / f"{name}.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"{name} exited {proc.returncode}:\n{tail}")
-            try:
-                if httpx.get(url, timeout=2).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
-        raise TimeoutError(f"{name} not up at {url} after {timeout:.0f} s")
-
-    def start(self) -> None:
-        from feedback.migrate import upgrade
-        from tests.fixtures.models import CACHE, ensure_dev_model
-
-        model = ensure_dev_model(CACHE)
-        self.env["APPRENTICE_MODEL_NAME"] = str(model)
-        upgrade(self.args.database_url or f"sqlite:///{self.home / 'apprentice.db'}")
-        if self.args.backend == "vllm":
-            from agent_server.models.vllm_command import server_command, server_env
-
-            vport = free_port()
-            vllm = self.spawn("vllm", server_command(model, vport), server_env())
-            self.wait_http(f"http://127.0.0.1:{vport}/health", vllm, "vllm", 600)
-            self.env |= {"APPRENTICE_MODEL_BACKEND": "openai",
-                         "APPRENTICE_MODEL_URL": f"http://127.0.0.1:{vport}/v1"}  # fmt: skip
-        cli = [sys.executable, "-m", "apprentice.cli"]
-        server = self.spawn("server", [*cli, "serve"], self.env)
-        self.wait_http(f"{self.http}/healthz", server, "server", 300)
-        self.spawn("worker", [*cli, "worker"], self.env | {"APPRENTICE_LOG_LEVEL": "INFO"})
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-
-
-async def serve_round(
-    system: System, pattern: re.Pattern[str], n: int, seed: int
+async def serve(
+    system: System, user: User, prompts: list[Prompt], *, send: bool, max_tokens: int
 ) -> dict[str, Any]:
-    """n completions, each accepted iff it matches; outcomes acknowledged before returning."""
-    client = await ProtocolClient.connect(f"ws://127.0.0.1:{system.port}/v1/ws", TOKEN)
-    accepted, adapters, examples = 0, set(), []
+    """One completion per prompt through the WebSocket; the user's outcome sent (and
+    acknowledged) when `send`, else only judged."""
+    client = await ProtocolClient.connect(system.ws, TOKEN)
+    accepted, adapters, texts = 0, set(), []
     try:
-        for i, (name, prefix) in enumerate(code_prompts(n, seed)):
-            await client.send(p.CompletionRequest(id=f"c{i}", path=name, language="python",
-                                                  prefix=prefix, max_tokens=24))  # fmt: skip
+        for i, prompt in enumerate(prompts):
+            request = p.CompletionRequest(id=f"c{i}", path=prompt.path, language="python",
+                                          prefix=prompt.prefix, max_tokens=max_tokens)  # fmt: skip
+            await client.send(request)
             reply = await client.expect(p.CompletionSuggestion)
-            ok = bool(pattern.search(reply.text))
+            ok = user.accepts(prompt, reply.text)
             accepted += ok
             adapters.add(reply.adapter)
-            if len(examples) < 3:
-                examples.append(reply.text[:80])
-            await client.send(
-                p.EditOutcome(suggestion_id=reply.suggestion_id, client_event_id=uuid.uuid4().hex,
-                              outcome="accepted" if ok else "rejected")  # type: ignore[arg-type]
-            )  # fmt: skip
-            await client.expect(p.OutcomeAck)
+            texts.append(reply.text)
+            if send:
+                await client.send(p.EditOutcome(
+                    suggestion_id=reply.suggestion_id, client_event_id=uuid.uuid4().hex,
+                    outcome="accepted" if ok else "rejected"))  # type: ignore[arg-type]  # fmt: skip
+                await client.expect(p.OutcomeAck)
     finally:
         await client.close()
-    return {"acceptance_rate": accepted / n, "accepted": accepted, "suggestions": n,
-            "served_by": sorted(map(str, adapters)), "examples": examples}  # fmt: skip
+    n = len(prompts)
+    return {"acceptance": round(accepted / n, 4) if n else None, "accepted": accepted, "n": n,
+            "distinct_share": round(len(set(texts)) / n, 4) if n else None,
+            "served_by": sorted(map(str, adapters)), "examples": texts[:3]}  # fmt: skip
 
 
 async def served_adapter(system: System) -> str | None:
-    client = await ProtocolClient.connect(f"ws://127.0.0.1:{system.port}/v1/ws", TOKEN)
+    client = await ProtocolClient.connect(system.ws, TOKEN)
     try:
         await client.send(p.CompletionRequest(id="probe", path="a.py", prefix="x = ", max_tokens=1))
         return (await client.expect(p.CompletionSuggestion)).adapter
@@ -191,11 +116,16 @@ async def served_adapter(system: System) -> str | None:
         await client.close()
 
 
-async def learn(system: System, timeout: float = 900) -> dict[str, Any]:
+def _ts(value: str | None) -> float | None:
+    return dt.datetime.fromisoformat(value).timestamp() if value else None
+
+
+async def learn(system: System, cycle: dict[str, Any], timeout: float = 1800) -> dict[str, Any]:
     """Trigger a cycle, wait for it, then until its adapter serves; returns what happened."""
     headers = {"Authorization": f"Bearer {ADMIN}"}
+    posted = time.time()
     async with httpx.AsyncClient(base_url=system.http, headers=headers, timeout=60) as api:
-        queued = (await api.post("/v1/admin/runs", json={"config": CYCLE})).json()
+        queued = (await api.post("/v1/admin/runs", json={"config": cycle})).json()
         deadline = time.monotonic() + timeout
         while True:
             run = (await api.get(f"/v1/admin/runs/{queued['id']}")).json()
@@ -204,56 +134,136 @@ async def learn(system: System, timeout: float = 900) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"run {queued['id']} still {run['status']} after {timeout} s")
             await asyncio.sleep(0.5)
-    steps = {s["name"]: s.get("metrics", {}) for s in run["steps"]}
+    steps = {s["name"]: s for s in run["steps"]}
+    metrics = {name: s.get("metrics", {}) for name, s in steps.items()}
     if run["status"] == "succeeded":
         want = adapter_name(run["adapter_version"])
         while await served_adapter(system) != want:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{want} deployed but not served after {timeout} s")
             await asyncio.sleep(0.25)
-    evaluation = steps.get("evaluate", {})
+    done = time.time()
+    deploy_start = _ts(steps.get("deploy", {}).get("started")) or done
+    steps_s = {
+        name: round(end - start, 2)
+        for name, s in steps.items()
+        if (start := _ts(s.get("started"))) and (end := _ts(s.get("finished")))
+    }
+    train = metrics.get("train", {})
+    evaluation = metrics.get("evaluate", {})
     return {
         "run_status": run["status"], "run_error": run["error"],
         "adapter_version": run["adapter_version"],
-        "train_steps": steps.get("train", {}).get("steps"),
-        "train_tokens_per_s": steps.get("train", {}).get("tokens_per_s"),
+        "adapter_path": metrics.get("publish", {}).get("path"),
+        "train_s": round(deploy_start - posted, 2), "deploy_s": round(done - deploy_start, 2),
+        "steps_s": steps_s, "dataset": run.get("dataset"),
+        "train_steps": train.get("steps"), "train_tokens_per_s": train.get("tokens_per_s"),
+        "final_loss": train.get("final_loss"),
         "heldout": evaluation.get("candidate"), "serving_heldout": evaluation.get("serving"),
     }  # fmt: skip
 
 
 async def run_bench(args: argparse.Namespace, system: System) -> dict[str, Any]:
-    pattern = re.compile(args.accept_regex)
-    rounds = []
+    user: User = IntentUser() if args.user == "intent" else RegexUser(args.accept_regex)
+    files = CodeFiles(args.code_dir)
+    measured = code_prompts(files.heldout, args.eval_prompts, EVAL_SEED, context=args.context)
+    ppl = Perplexity(system.model, files.heldout[: args.ppl_files], tokens=args.ppl_tokens)
+    cycle = {"data": {"settle_s": 0.0},
+             "train": {"epochs": args.epochs, "max_seconds": args.train_seconds}}  # fmt: skip
+    for key, value in (("lr", args.lr), ("max_length", args.max_length)):
+        if value:
+            cycle["train"][key] = value
+    rounds: list[dict[str, Any]] = []
+    adapter_dir: Path | None = None
     for r in range(args.rounds + 1):
         started = time.monotonic()
-        served = await serve_round(system, pattern, args.suggestions, seed=r)
+        prompts = code_prompts(files.train, args.suggestions, seed=r, context=args.context)
+        learnt = await serve(system, user, prompts, send=True, max_tokens=args.max_tokens)
+        heldout = (await serve(system, user, measured, send=False, max_tokens=args.max_tokens)
+                   if measured else None)  # fmt: skip
         serve_s = time.monotonic() - started
-        learned = await learn(system) if r < args.rounds else None
-        rounds.append({"round": r, **served, "wall_s": round(time.monotonic() - started, 2),
-                       "serve_s": round(serve_s, 2), "learn": learned})  # fmt: skip
-        print(json.dumps(rounds[-1]), file=sys.stderr, flush=True)
+        perplexity = ppl(adapter_dir)
+        measure_s = time.monotonic() - started - serve_s
+        headline = heldout if args.user == "intent" and heldout else learnt
+        row: dict[str, Any] = {
+            "round": r, "acceptance_rate": headline["acceptance"],
+            "distinct_share": headline["distinct_share"], "perplexity": round(perplexity, 4),
+            "train_prompts": learnt, "heldout_prompts": heldout,
+            "serve_s": round(serve_s, 2), "measure_s": round(measure_s, 2),
+        }  # fmt: skip
+        if r < args.rounds:
+            learned = await learn(system, cycle)
+            row |= {
+                "train_s": learned["train_s"],
+                "deploy_s": learned["deploy_s"],
+                "learn": learned,
+            }
+            if learned["run_status"] == "succeeded" and learned["adapter_path"]:
+                adapter_dir = Path(learned["adapter_path"])
+        row["wall_s"] = round(time.monotonic() - started, 2)
+        rounds.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
     first, last = rounds[0]["acceptance_rate"], rounds[-1]["acceptance_rate"]
     ratio = last / first if first else None
-    slowest = max(x["wall_s"] for x in rounds)
+    ppl_ratio = rounds[-1]["perplexity"] / rounds[0]["perplexity"]
+    goal = GOALS[args.user]
     return {
-        "regex": args.accept_regex, "backend": args.backend, "suggestions": args.suggestions,
-        "rounds": rounds, "ratio": ratio, "max_round_wall_s": slowest,
-        "goal_met": bool(ratio is not None and ratio >= 1.5 and slowest < 180),
+        "model": str(system.model), "user": user.name, "backend": args.backend,
+        "suggestions": args.suggestions, "eval_prompts": args.eval_prompts, "cycle": cycle,
+        "perplexity_text": {"files": len(ppl.chunks), "tokens": ppl.tokens},
+        "summary": [{k: x.get(k) for k in ("round", "acceptance_rate", "distinct_share",
+                     "perplexity", "wall_s", "serve_s", "train_s", "deploy_s", "measure_s")}
+                    for x in rounds],
+        "rounds": rounds, "ratio": ratio, "goal_ratio": goal,
+        "perplexity_ratio": round(ppl_ratio, 4),
+        "max_round_wall_s": max(x["wall_s"] for x in rounds),
+        "goal_met": bool(ratio is not None and ratio >= goal
+                         and ppl_ratio <= MAX_PERPLEXITY_RATIO),
     }  # fmt: skip
+
+
+def default_model() -> Path:
+    env = os.environ.get("APPRENTICE_TEST_MODEL")
+    if env and (Path(env) / "config.json").is_file():
+        return Path(env).resolve()
+    from tests.fixtures.models import CACHE, ensure_dev_model
+
+    return ensure_dev_model(CACHE)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", type=Path, help="model folder (default: the dev model)")
+    parser.add_argument("--user", choices=["regex", "intent"], default="regex")
     parser.add_argument("--accept-regex", default=DEFAULT_REGEX)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--suggestions", type=int, default=64, help="completions per round")
+    parser.add_argument("--suggestions", type=int, default=64, help="learning prompts a round")
+    parser.add_argument("--eval-prompts", type=int, default=None,
+                        help="held-out prompts a round (default: regex 0, intent 64)")  # fmt: skip
+    parser.add_argument("--max-tokens", type=int, default=24, help="per completion")
+    parser.add_argument("--code-dir", type=Path, help="folder of .py files (default: stdlib)")
+    parser.add_argument("--context", type=int, default=15, help="lines before the cursor")
+    parser.add_argument("--ppl-files", type=int, default=8, help="held-out files for perplexity")
+    parser.add_argument("--ppl-tokens", type=int, default=256, help="tokens of each such file")
+    parser.add_argument("--epochs", type=float, default=3.0, help="train.epochs of each cycle")
+    parser.add_argument("--train-seconds", type=float, default=120, help="train.max_seconds")
+    parser.add_argument("--lr", type=float, default=None, help="train.lr (default: learner's)")
+    parser.add_argument("--max-length", type=int, default=None,
+                        help="train.max_length: prompt + completion tokens trained on, the "
+                        "prompt cut from the left (default: learner's)")  # fmt: skip
     default_backend = "vllm" if (REPO / ".vllm-venv" / "bin" / "python").exists() else "embedded"
     parser.add_argument("--backend", choices=["vllm", "embedded"], default=default_backend)
     parser.add_argument("--broker-url", default="", help="e.g. redis://127.0.0.1:6379/12")
     parser.add_argument("--database-url", default="", help="default: SQLite in the temp home")
     args = parser.parse_args()
+    if args.eval_prompts is None:
+        args.eval_prompts = 64 if args.user == "intent" else 0
+    model = (args.model or default_model()).resolve()
+    if not (model / "config.json").is_file():
+        sys.exit(f"{model} holds no model (no config.json): pass --model with a checkpoint folder")
     with tempfile.TemporaryDirectory(prefix="apprentice-bench-") as tmp:
-        system = System(args, Path(tmp) / "home")
+        system = System(Path(tmp) / "home", model, backend=args.backend,
+                        database_url=args.database_url, broker_url=args.broker_url)  # fmt: skip
         try:
             system.start()
             result = asyncio.run(run_bench(args, system))

@@ -1,12 +1,13 @@
 """Training throughput: our train step (learner/train.py) against TRL's KTOTrainer.
 
     pip install -e '.[bench]'          # trl (pulls datasets/pandas/pyarrow; no torch change)
-    .venv/bin/python bench/train_throughput.py [--samples 128] [--epochs 2] [--threads 1]
-        [--repeats 2]
+    .venv/bin/python bench/train_throughput.py [--model PATH] [--samples 128] [--epochs 2]
+        [--threads 1] [--repeats 2]
 
-Same model (the dev model, float32, CPU), same data, same LoRA config (rank 8 on all linear
-layers), same batch size, epochs, learning rate and beta. The data: completions the dev
-model sampled on code prompts (bench/online_learning.py's prompts), labelled by a regex,
+Same model (--model PATH: any checkpoint folder, default the dev model; float32, CPU), same
+data, same LoRA config (rank 8 on all linear layers), same batch size, epochs, learning rate
+and beta. The data: completions the model sampled on code prompts (bench/online_users.py's
+train-file prompts), labelled by a regex,
 written once; TRL gets them as text (prompt rendered with the chat template, completion
 decoded), ours as the logged token ids. Each trainer runs in its own subprocess, so the
 peak resident memory (ru_maxrss) is its own, and the runs alternate ours/TRL `--repeats`
@@ -46,13 +47,13 @@ def make_data(model_dir: Path, n: int, out: Path) -> None:
     from agent_server.models.embedded import EmbeddedBackend
     from agent_server.models.embedded_config import EmbeddedConfig
     from agent_server.session.prompts import completion_prompt
-    from bench.online_learning import code_prompts
+    from bench.online_users import CodeFiles, code_prompts
 
     async def sample() -> list[dict[str, Any]]:
         backend = EmbeddedBackend(EmbeddedConfig(model_dir=model_dir))
         rows = []
-        for name, prefix in code_prompts(n, seed=123):
-            prompt = completion_prompt(name, "python", prefix, "")
+        for item in code_prompts(CodeFiles().train, n, seed=123):
+            prompt = completion_prompt(item.path, "python", item.prefix, "")
             c = await backend.complete(prompt, sampling=Sampling(max_tokens=24, temperature=0.7))
             label = bool(re.search("file", c.text))
             rows.append({"prompt_ids": c.prompt_token_ids, "completion_ids": c.token_ids,
@@ -141,7 +142,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads in each trainer")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--child", choices=["ours", "trl"], help=argparse.SUPPRESS)
-    parser.add_argument("--model", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--model", type=Path, help="model folder (default: the dev model)")
     parser.add_argument("--data", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -153,7 +154,7 @@ def main() -> None:
         sys.exit("trl is not installed: pip install -e '.[bench]' (it leaves torch alone)")
     from tests.fixtures.models import CACHE, ensure_dev_model
 
-    model = ensure_dev_model(CACHE)
+    model = args.model.resolve() if args.model else ensure_dev_model(CACHE)
     with tempfile.TemporaryDirectory(prefix="apprentice-throughput-") as tmp:
         data = Path(tmp) / "data.json"
         make_data(model, args.samples, data)

@@ -27,6 +27,8 @@ from pydantic_settings import (
 
 ENV_PREFIX = "APPRENTICE_"
 # URL fields that may carry a password (postgresql+psycopg://user:pw@host/db, redis://:pw@host).
+# The catalogue's default (agent_server/models/catalog.json); ground imports nothing of ours.
+DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
 _URL_FIELDS = ("database_url", "broker_url", "result_backend", "model_url", "lsp_server_url")
 
 
@@ -89,8 +91,9 @@ class Settings(BaseSettings):
     model_name: str = Field(
         default="",
         description="Base model: a local directory in Hugging Face format for the embedded "
-        "backend, the served model name for the HTTP backend. Empty: the dev model at "
-        "$APPRENTICE_HOME/models/dev.",
+        "backend, the served model name for the HTTP backend. Empty: the real model "
+        "SmolLM2-135M-Instruct at $APPRENTICE_HOME/models/smollm2-135m-instruct (installed on "
+        "first start, or by `apprentice model install`).",
     )
     model_api_key: SecretStr = Field(
         default=SecretStr(""), description="Bearer key for the model server, if it needs one."
@@ -164,7 +167,7 @@ class Settings(BaseSettings):
             "database_url": f"sqlite:///{self.home / 'apprentice.db'}",
             "broker_url": f"sqla+sqlite:///{self.home / 'broker.db'}",
             "result_backend": f"db+sqlite:///{self.home / 'results.db'}",
-            "model_name": str(self.home / "models" / "dev"),
+            "model_name": str(self.default_model_dir),
         }
         for name, value in derived.items():
             if not getattr(self, name):
@@ -191,6 +194,11 @@ class Settings(BaseSettings):
     @property
     def models_dir(self) -> Path:
         return self.home / "models"
+
+    @property
+    def default_model_dir(self) -> Path:
+        """The embedded default: the catalogue's default model (agent_server/models/install.py)."""
+        return self.home / "models" / DEFAULT_MODEL_NAME
 
     @property
     def dev_model_dir(self) -> Path:

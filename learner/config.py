@@ -15,13 +15,31 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent_server.models.vllm_command import MAX_LORA_RANK
 from feedback.vocab import LABEL_KINDS
 
-# The projection layers of Llama-style models; vLLM loads LoRA on all of them (it packs
-# q/k/v and gate/up itself). Embeddings and lm_head are left alone: no modules_to_save.
+# LoRA defaults, chosen for the default model, SmolLM2-135M-Instruct (a Llama: 30 layers,
+# hidden 576, MLP 1536, 9 query / 3 key-value heads of 64), and fine for the dev model:
+# - target_modules: every projection of every layer. The MLP holds 3/4 of a layer's weights
+#   (3 x 576 x 1536 against 576 x (576 + 192 + 192 + 576)), and LoRA on attention only falls
+#   short (QLoRA, Dettmers et al. 2023: all linear layers are needed to match
+#   full fine-tuning). These seven are exactly what vLLM serves LoRA on (it packs q/k/v and
+#   gate/up itself). Embeddings and lm_head are left alone (SmolLM2 ties them; vLLM would
+#   need modules_to_save, which it does not serve): no modules_to_save.
+# - rank 8, alpha 16 (scale 2): 2.4M trainable weights on the 135M model (1.8%), plenty for
+#   what one cycle learns from (tens to hundreds of judged completions: a higher rank only
+#   fits their noise), and within vLLM's --max-lora-rank (MAX_RANK below).
+# - lr 2e-3 (AdamW on the LoRA weights): a cycle is short (a few to a few dozen optimizer
+#   steps on a CPU), so the adapter must move in few steps; the per-token KL penalty
+#   (kl_coef) and the gate's max_kl hold it near the base. Measured with
+#   bench/online_learning.py (2 busy CPU cores): on SmolLM2-135M, 5 cycles of 4-6 steps at
+#   2e-3 left held-out code perplexity within 6% of the base (14.01 -> 14.82); on the dev
+#   model, 1e-3 and 5e-4 drifted as far as 2e-3 did after 5 cycles (+18% / +24% against
+#   +18%) with the same lift, so a smaller rate bought nothing measured.
 LINEAR_LAYERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-# vLLM is started with --max-lora-rank 16 (agent_server/models/vllm_command.py).
-MAX_RANK = 16
+# vLLM refuses an adapter of a larger rank than its --max-lora-rank: the learner never
+# trains one (the same constant builds vLLM's command line).
+MAX_RANK = MAX_LORA_RANK
 
 
 class _Frozen(BaseModel):
@@ -76,7 +94,11 @@ class TrainConfig(_Frozen):
     """LoRA and the KTO-style update (learner/kto.py explains the algorithm)."""
 
     rank: int = Field(
-        default=8, ge=1, le=MAX_RANK, description="LoRA rank (vLLM serves at most 16)."
+        default=8,
+        ge=1,
+        le=MAX_RANK,
+        description=f"LoRA rank (vLLM serves at most {MAX_RANK}; why 8: the notes above "
+        "LINEAR_LAYERS in learner/config.py).",
     )
     alpha: float = Field(
         default=16.0, gt=0, description="LoRA alpha; the update scales by alpha/rank."
@@ -85,7 +107,12 @@ class TrainConfig(_Frozen):
     target_modules: tuple[str, ...] = Field(
         default=LINEAR_LAYERS, description="Linear layers that get a LoRA adapter."
     )
-    lr: float = Field(default=2e-3, gt=0, description="AdamW learning rate (LoRA weights only).")
+    lr: float = Field(
+        default=2e-3,
+        gt=0,
+        description="AdamW learning rate (LoRA weights only; why 2e-3: the notes above "
+        "LINEAR_LAYERS in learner/config.py).",
+    )
     weight_decay: float = Field(default=0.0, ge=0, description="AdamW weight decay.")
     beta: float = Field(
         default=0.1,
@@ -175,6 +202,24 @@ class GateConfig(_Frozen):
         default=2.0,
         gt=0,
         description="Refuse when the mean per-token KL to the reference exceeds this (nats).",
+    )
+    codegen_problems: int = Field(
+        default=0,
+        ge=0,
+        le=164,
+        description="Also run the first N HumanEval problems (learner/codegen.py) with the "
+        "candidate and the serving adapter; 0 (default) turns the check off: on a CPU it "
+        "costs ~5-10 s of generation per problem and adapter on the real model, more than a "
+        "training step, and a 135M model solves too few of a small subset for it to tell "
+        "anything (see learner/codegen.py for figures). Turn it on with a GPU or a "
+        "code-capable model.",
+    )
+    codegen_margin: float = Field(
+        default=0.05,
+        ge=0,
+        le=1,
+        description="With codegen_problems > 0: refuse when the candidate's pass@1 is lower "
+        "than the serving adapter's by more than this (one problem is 1/N of pass@1).",
     )
 
 

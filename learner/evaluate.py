@@ -17,6 +17,9 @@ Metrics per adapter (None = the base model), on the held-out samples:
 - `reward_margin`: mean r of desirable minus mean r of undesirable samples.
 The gate refuses non-finite weights or metrics, accuracy below the serving adapter's by more
 than `accuracy_margin`, loss above it by more than `loss_margin`, and KL above `max_kl`.
+With `codegen_problems` > 0, `codegen_gate` also runs the first N HumanEval problems with
+both adapters (learner/codegen.py) and refuses a pass@1 below the serving adapter's by more
+than `codegen_margin` (off by default: see GateConfig).
 Tested in tests/learner/test_train.py and tests/learner/test_gate.py.
 """
 
@@ -176,3 +179,38 @@ def gate(candidate: Scores, serving: Scores, config: GateConfig, *, finite: bool
     if candidate.kl > config.max_kl:
         reasons.append(f"KL to the reference {candidate.kl:.4f} exceeds max_kl {config.max_kl}")
     return GateDecision(accepted=not reasons, reasons=reasons)
+
+
+def codegen_rule(candidate: float, serving: float, config: GateConfig) -> list[str]:
+    """The gate's codegen rule on two pass@1 values: a reason when the candidate is lower."""
+    if candidate < serving - config.codegen_margin - 1e-9:
+        return [
+            f"HumanEval pass@1 {candidate:.3f} (first {config.codegen_problems} problems) is "
+            f"below the serving adapter's {serving:.3f} by more than {config.codegen_margin}"
+        ]
+    return []
+
+
+def codegen_gate(
+    model_dir: str | Path,
+    candidate: Path,
+    serving: Path | None,
+    config: GateConfig,
+    *,
+    max_tokens: int | None = None,
+) -> tuple[dict[str, Any], list[str]]:
+    """(metrics, reasons) of the codegen check; ({}, []) when `codegen_problems` is 0.
+    `max_tokens`: per completion (None: learner.codegen's default)."""
+    if config.codegen_problems == 0:
+        return {}, []
+    import asyncio
+
+    from learner.codegen import DEFAULT_MAX_TOKENS, evaluate_embedded, load_problems
+
+    problems = load_problems(config.codegen_problems)
+    adapters = {"candidate": candidate, "serving": serving}
+    tokens = max_tokens or DEFAULT_MAX_TOKENS
+    reports = asyncio.run(evaluate_embedded(model_dir, problems, adapters, max_tokens=tokens))
+    metrics = {name: report.summary() for name, report in reports.items()}
+    rule = codegen_rule(reports["candidate"].pass_at_1, reports["serving"].pass_at_1, config)
+    return metrics, rule

@@ -121,7 +121,7 @@ def train(ctx: Context, run_id: int) -> dict[str, Any]:
 def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
     def body(config: LearnerConfig) -> dict[str, Any]:
         from learner.data import read_snapshot
-        from learner.evaluate import adapter_is_finite, gate, score_adapters
+        from learner.evaluate import adapter_is_finite, codegen_gate, gate, score_adapters
 
         heldout = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if s.heldout]
         candidate = ctx.run_dir(run_id) / "candidate"
@@ -132,17 +132,23 @@ def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
             ctx.settings.model_name, heldout,
             {"candidate": candidate, "serving": serving_dir}, config.train,
         )  # fmt: skip
-        decision = gate(scores["candidate"], scores["serving"], config.gate, finite=finite)
+        reasons = gate(scores["candidate"], scores["serving"], config.gate, finite=finite).reasons
+        codegen: dict[str, Any] = {}
+        if not reasons:  # HumanEval pass@1, when gate.codegen_problems > 0 (off by default)
+            codegen, reasons = codegen_gate(
+                ctx.settings.model_name, candidate, serving_dir, config.gate
+            )
         metrics = {
             "candidate": scores["candidate"].as_dict(),
             "serving": scores["serving"].as_dict(),
             "serving_version": serving_version,
             "finite": finite,
-            "accepted": decision.accepted,
-            "reasons": decision.reasons,
+            "accepted": not reasons,
+            "reasons": reasons,
+            **({"codegen": codegen} if codegen else {}),
         }
-        if not decision.accepted:
-            raise StepFailed("gate refused the adapter: " + "; ".join(decision.reasons), metrics)
+        if reasons:
+            raise StepFailed("gate refused the adapter: " + "; ".join(reasons), metrics)
         return metrics
 
     return recorded_step(ctx, run_id, "evaluate", body)

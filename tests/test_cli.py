@@ -27,7 +27,8 @@ from tests.fixtures.databases import PG_ADMIN_URL
 REPO = Path(__file__).resolve().parents[1]
 # DESIGN.md's CLI contract: other parts (scripts, compose, docs, the extension) call these.
 CONTRACT = [["up"], ["serve"], ["lsp"], ["worker"], ["learn"], ["chat"], ["db", "upgrade"],
-            ["model", "build-dev"]]  # fmt: skip
+            ["model", "build-dev"], ["tasks", "mine"], ["tasks", "verify"],
+            ["tasks", "eval"]]  # fmt: skip
 
 
 def apprentice(*args: str, env: dict[str, str] | None = None, timeout: float = 120):

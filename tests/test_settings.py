@@ -106,7 +106,10 @@ def test_embedded_defaults_derive_from_home(tmp_path, monkeypatch):
     assert s.database_url == f"sqlite:///{home / 'apprentice.db'}"
     assert s.broker_url == f"sqla+sqlite:///{home / 'broker.db'}"
     assert s.result_backend == f"db+sqlite:///{home / 'results.db'}"
-    assert s.model_name == str(home / "models" / "dev") == str(s.dev_model_dir)
+    assert (
+        s.model_name == str(home / "models" / "smollm2-135m-instruct") == str(s.default_model_dir)
+    )
+    assert s.dev_model_dir == home / "models" / "dev"
     assert s.model_backend == "embedded"
     assert s.adapters_dir == home / "adapters"
     assert (s.token_file, s.admin_token_file) == (home / "token", home / "admin_token")

@@ -1,10 +1,12 @@
-"""`AgentConfig` (how one agent runs) and `RunResult` (how a run ended).
+"""`AgentConfig` (how one agent runs) and `RunResult` (how a run ended, with its model calls).
 
     config = AgentConfig(mode="autonomous", step_limit=20, sampling=Sampling(max_tokens=256))
 
 Both are plain frozen dataclasses: the API, the language server and the learner's rollouts
 build an `AgentConfig` (agent_server/session/turns.py fits max_tokens to the model's window)
-and read a `RunResult` back. A bad value raises a ValueError that names the knob.
+and read a `RunResult` back; `RunResult.calls` holds every model call of the run in order,
+each a `RecordedCall` saying whether it was an agent step or a summary (the learner's
+rollouts store them). A bad value raises a ValueError that names the knob.
 Run its tests: .venv/bin/python -m pytest tests/agent/test_loop_limits.py -q
 """
 
@@ -49,6 +51,14 @@ class AgentConfig:
     context_budget_ratio: float = 0.8
     """Prompt tokens allowed, as a fraction of the context window: the default summarizer
     condenses above it (a summarizer passed in brings its own config)."""
+    few_shot: bool = True
+    """Show example turns of good JSON actions before the task (prompts.few_shot; not with
+    native_tools). Small models copy an example's shape: SmolLM2-135M chose list_dir or
+    search for "fix the bug in calc.py" without them, edit with them."""
+    show_file_chars: int = 3000
+    """Files the task names (calc.py, src/a.js) up to this many characters together are shown
+    with the task, and a file this small is shown again after an edit applies (small models
+    cannot be relied on to read first, or to see what their edit did); 0 = never."""
 
     def __post_init__(self) -> None:
         if self.mode not in ("interactive", "autonomous"):
@@ -59,7 +69,14 @@ class AgentConfig:
             raise ValueError(f"time_limit_s must be > 0 or None, got {self.time_limit_s}")
         if not 0.2 <= self.context_budget_ratio <= 0.95:
             raise ValueError(f"context_budget_ratio {self.context_budget_ratio} not in [0.2, 0.95]")
-        ToolConfig(self.mode, self.command_timeout_s, self.max_output_chars)  # validates those
+        if self.show_file_chars < 0:
+            raise ValueError(f"show_file_chars must be >= 0, got {self.show_file_chars}")
+        self.tool_config()  # validates those
+
+    def tool_config(self) -> ToolConfig:
+        return ToolConfig(
+            self.mode, self.command_timeout_s, self.max_output_chars, self.show_file_chars
+        )
 
     def decoding_schema(self) -> dict[str, Any] | None:
         """The schema of the model's action text; None: unconstrained (or native tools)."""
@@ -72,6 +89,17 @@ class AgentConfig:
         return context_window - int(self.context_budget_ratio * context_window)
 
 
+CallKind = Literal["agent", "summary"]
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """One model call of a run: an agent step ("agent") or a summary ("summary")."""
+
+    kind: CallKind
+    completion: Completion
+
+
 @dataclass(frozen=True)
 class RunResult:
     status: ex.RunStatus
@@ -79,12 +107,13 @@ class RunResult:
     steps: int  # model steps of this run
     usage: Usage  # tokens of this run's model calls, summaries included
     model_calls: int
+    calls: tuple[RecordedCall, ...] = ()  # every model call of this run, in order
 
     @classmethod
     def of(
-        cls, status: ex.RunStatus, message: str, steps: int, calls: Sequence[Completion]
+        cls, status: ex.RunStatus, message: str, steps: int, calls: Sequence[RecordedCall]
     ) -> RunResult:
         """The result of a run whose model calls (summaries included) were `calls`."""
-        prompt = sum(c.usage.prompt_tokens for c in calls)
-        usage = Usage(prompt, sum(c.usage.completion_tokens for c in calls))
-        return cls(status, message, steps, usage, len(calls))
+        prompt = sum(r.completion.usage.prompt_tokens for r in calls)
+        usage = Usage(prompt, sum(r.completion.usage.completion_tokens for r in calls))
+        return cls(status, message, steps, usage, len(calls), tuple(calls))

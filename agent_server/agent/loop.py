@@ -7,10 +7,11 @@ Each step lets the `Summarizer` shrink the `View` when it nears the context budg
 model for one action, runs it with the `Toolbox` and appends the turn. Model-fixable errors
 (malformed action, tool error, failed edit) go back to the model as the next observation, up
 to `max_format_errors` in a row; whatever ends a run is a `Terminating` exception carrying
-its status (`RunResult`; it and `AgentConfig` live in config.py). Every step is emitted to
-the `EventSink`; `Agent.resume(events)` continues a stored session from its last summary.
-`agent.cancel()` (or cancelling the asyncio task) stops the model call, review or command
-in flight.
+its status (`RunResult`; it and `AgentConfig` live in config.py). A repeat of an action that
+failed or was declined is not run: the model is told, and it counts as an error (repeats.py).
+Small files the task names are shown with it (task_files.py). Every step is emitted to the
+`EventSink`; `Agent.resume(events)` continues a stored session from its last summary.
+`agent.cancel()` (or cancelling the asyncio task) stops the model call, review or command.
 
 Run its tests: .venv/bin/python -m pytest tests/agent/test_loop.py -q
 """
@@ -25,10 +26,12 @@ from typing import Any, TypeVar
 from agent_server.agent import exceptions as ex
 from agent_server.agent import prompts
 from agent_server.agent.actions import Action, parse_action, tool_specs
-from agent_server.agent.config import AgentConfig, RunResult
+from agent_server.agent.config import AgentConfig, RecordedCall, RunResult
 from agent_server.agent.events import Event, EventSink, InMemorySink, completion_to_dict
+from agent_server.agent.repeats import RepeatGuard
 from agent_server.agent.summarizer import Summarizer, Turn, View, default_summarizer, rebuild_view
-from agent_server.agent.tools import ModelCall, Reviewer, Toolbox, ToolConfig
+from agent_server.agent.task_files import view_for_task
+from agent_server.agent.tools import ModelCall, Reviewer, Toolbox
 from agent_server.agent.workspace import Workspace
 from agent_server.models.base import Completion, Message, ModelBackend, ModelError, collect_stream
 
@@ -57,13 +60,13 @@ class Agent:
         self.backend, self.on_text = backend, on_text
         self.sink: EventSink = sink or InMemorySink()
         self.summarizer = summarizer or default_summarizer(backend, ratio)
-        tool_cfg = ToolConfig(cfg.mode, cfg.command_timeout_s, cfg.max_output_chars)
-        self.tools = Toolbox(workspace, tool_cfg, reviewer, self.sink, self.emit)
+        self.tools = Toolbox(workspace, cfg.tool_config(), reviewer, self.sink, self.emit)
+        self.repeats = RepeatGuard()
         self.view = View(system=prompts.system_prompt(cfg.native_tools), task="")
         self.step = self.seq = 0
         self._cancel = asyncio.Event()
         self._deadline: float | None = None
-        self._calls: list[Completion] = []  # this run's completions, summaries included
+        self._calls: list[RecordedCall] = []  # this run's model calls, summaries included
 
     def cancel(self) -> None:
         """Stop the run promptly; it ends with status "cancelled"."""
@@ -74,7 +77,9 @@ class Agent:
         await self.sink.emit(Event(kind, self.step, data, self.seq))
 
     async def run(self, task: str) -> RunResult:
-        self.view = View(system=self.view.system, task=task)
+        cfg, ws = self.config, self.tools.ws
+        few_shot = cfg.few_shot and not cfg.native_tools
+        self.view = await view_for_task(self.view.system, task, ws, cfg.show_file_chars, few_shot)
         return await self._run(resumed=False)
 
     async def resume(self, events: Sequence[Event]) -> RunResult:
@@ -85,8 +90,9 @@ class Agent:
 
     async def _run(self, resumed: bool) -> RunResult:
         v, cfg = self.view, self.config
-        await self.emit("run_started", system=v.system, task=v.task, mode=cfg.mode, resumed=resumed)
-        self._calls = []
+        start = {"system": v.system, "task": v.task, "shown": v.shown, "examples": v.examples}
+        await self.emit("run_started", **start, mode=cfg.mode, resumed=resumed)
+        self._calls, self.repeats = [], RepeatGuard(() if resumed else v.files)
         self._deadline = cfg.time_limit_s and time.monotonic() + cfg.time_limit_s
         start, errors = self.step, 0
         status, message = "error", "the agent crashed; the server log has the traceback"
@@ -127,15 +133,18 @@ class Agent:
         if action is None:
             await self.emit("format_error", error=error)
             return await self._observe(c, None, error, {}, error=True)
-        self.view.plan = action.plan or self.view.plan
-        a = action
+        self.view.plan = a.plan if (a := action).plan else self.view.plan
         await self.emit("tool_call", tool=a.tool, args=a.args, thought=a.thought, plan=a.plan)
-        call = ModelCall(c, prompt, self.config.sampling)
+        if (repeated := self.repeats.check(a)) is not None:  # not run again; counts as an error
+            return await self._observe(c, a, repeated, {}, error=True)
         try:
-            result = await self._guard(self.tools.execute(action, call, self.step))
+            call = ModelCall(c, prompt, self.config.sampling)
+            result = await self._guard(self.tools.execute(a, call, self.step))
         except ex.NonTerminating as e:
-            return await self._observe(c, action, e.message, {}, error=True)
-        return await self._observe(c, action, result.text, result.files, error=False)
+            self.repeats.record(a, e.message, failed=True, changed=False)
+            return await self._observe(c, a, e.message, {}, error=True)
+        self.repeats.record(a, result.text, failed=result.refused, changed=result.changed)
+        return await self._observe(c, a, result.text, result.files, error=False)
 
     async def _query(self, msgs: list[Message]) -> Completion:
         cfg = self.config
@@ -146,7 +155,7 @@ class Agent:
         else:
             tools = tool_specs() if cfg.native_tools else None
             c = await self.backend.complete(msgs, tools=tools, schema=schema, sampling=cfg.sampling)
-        self._calls.append(c)
+        self._calls.append(RecordedCall("agent", c))
         return c
 
     async def _summarize(self) -> None:
@@ -155,7 +164,7 @@ class Agent:
         if self.summarizer.should_summarize(view):
             raise ex.ContextOverflow("over the context budget after summarizing: shorten the task")
         if view.summary_completion is not None:
-            self._calls.append(view.summary_completion)
+            self._calls.append(RecordedCall("summary", view.summary_completion))
         self.view = view
         after = self.backend.count_tokens(view.messages())
         await self.emit("summary", **view.summary_data(), tokens_before=before, tokens_after=after)

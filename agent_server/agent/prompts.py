@@ -17,16 +17,58 @@ SYSTEM_PROMPT = """\
 You are Apprentice, a coding agent working in the user's project. You act one step at a time:
 each reply is exactly one action, and the result comes back as the next message.
 {actions}
-Rules: paths are relative to the project root. Read a file before editing it. An edit replaces
-the exact text `search` (copied from the file, enough lines to be unique) with `replace`.
+Rules: paths are relative to the project root. Read a file before editing it (a file the task
+names is shown with the task when it is small: do not read it again). An edit replaces the
+exact text `search` (copied from the file, enough lines to be unique) with `replace`.
 Keep `plan` as a short numbered todo list and update it when it changes. Call `finish` with a
-short answer to the user when the task is done or cannot be done."""
+short answer to the user when the task is done or cannot be done. Never repeat an action that
+failed or was declined: change it or do something else."""
 
 JSON_ACTIONS = """\
 Answer with one JSON object and nothing else:
 {{"thought": "<why>", "plan": "<todo list, optional>", "tool": "<tool>", "args": {{...}}}}
 Tools and their args:
 {tools}"""
+
+# Few-shot examples of good JSON actions, shown as earlier turns before the task (small
+# models copy the shape of a previous reply far better than they follow a description; with
+# SmolLM2-135M the first action went from list_dir/search/finish to edit). Compact JSON, as
+# constrained decoding writes it. Their files are in no bench: an example must not be an answer.
+_EXAMPLES = (
+    (
+        "Fix the bug in shapes.py: perimeter(w, h) should return 2 * (w + h).",
+        {"shapes.py": "def perimeter(w, h):\n    return w + h\n"},
+        ("perimeter must double the sum", "shapes.py", "    return w + h",
+         "    return 2 * (w + h)"),
+    ),
+    (
+        "Fix the bug in names.py: initials(first, last) should return first[0] + last[0].",
+        {
+            "names.py": 'def full(first, last):\n    return first + " " + last\n\n\n'
+            "def initials(first, last):\n    return first[1] + last[1]\n"
+        },
+        ("initials must use index 0", "names.py", "    return first[1] + last[1]",
+         "    return first[0] + last[0]"),
+    ),
+    (
+        "Fix the bug in prices.py: total(items) should add up the prices, so total([2, 3]) is 5.",
+        {"prices.py": "def total(items):\n    result = 1\n    for price in items:\n"
+         "        result += price\n    return result\n"},
+        ("the sum must start at 0", "prices.py", "    result = 1", "    result = 0"),
+    ),
+)  # fmt: skip
+
+
+def few_shot() -> list[Message]:
+    """The example turns shown before the task (JSON actions only; AgentConfig.few_shot)."""
+    out: list[Message] = []
+    for task, files, (thought, path, search, replace) in _EXAMPLES:
+        args = {"path": path, "search": search, "replace": replace}
+        action = {"thought": thought, "tool": "edit", "args": args}
+        out.append({"role": "user", "content": task + shown_files(files)})
+        out.append({"role": "assistant", "content": json.dumps(action, separators=(",", ":"))})
+    return out
+
 
 NATIVE_ACTIONS = "Call exactly one of the provided tools per reply."
 
@@ -78,12 +120,23 @@ def system_prompt(native_tools: bool) -> str:
     return SYSTEM_PROMPT.format(actions=JSON_ACTIONS.format(tools="\n".join(lines)))
 
 
-def first_user_message(task: str, plan: str, files: dict[str, str], summary: str) -> str:
-    """The task verbatim; after a summarization, followed by the carried-over context."""
+def shown_files(files: dict[str, str]) -> str:
+    """The text of small files the task names, as shown after the task (task_files.py)."""
+    return "".join(
+        f"\n\nThe file {path}:\n```\n{text.rstrip()}\n```" for path, text in files.items()
+    )
+
+
+def first_user_message(
+    task: str, plan: str, files: dict[str, str], summary: str, shown: str = ""
+) -> str:
+    """The task verbatim, then the small files it names; after a summarization, followed by
+    the carried-over context."""
     if not summary:
-        return task
+        return task + shown
     outlines = "\n".join(f"{path}:\n{outline}" for path, outline in files.items()) or "(none)"
-    return task + CONTEXT_BLOCK.format(plan=plan or "(none)", files=outlines, summary=summary)
+    context = CONTEXT_BLOCK.format(plan=plan or "(none)", files=outlines, summary=summary)
+    return task + shown + context
 
 
 def summary_request(task: str, plan: str, previous: str, transcript: str) -> list[Message]:
@@ -108,6 +161,16 @@ def partial_edit(path: str, accepted: Sequence[int], total: int) -> str:
     return (
         f"The user accepted hunks {list(accepted)} of {total} of your edit of {path}; only "
         "those were applied. Read the file again before editing it further."
+    )
+
+
+def edit_applied(path: str, text: str, show_chars: int) -> str:
+    """After an applied edit: the file as it is now when it is small, and what to do next."""
+    if len(text) > show_chars:
+        return f"The edit of {path} was applied."
+    return (
+        f"The edit of {path} was applied. The file now reads:\n```\n{text.rstrip()}\n```\n"
+        "If the task is done, call finish; otherwise take the next step."
     )
 
 

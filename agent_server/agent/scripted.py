@@ -33,6 +33,7 @@ from agent_server.models.base import (
     Sampling,
     Usage,
 )
+from agent_server.models.fim import Infill
 
 Reply = str | Completion
 Output = Reply | Callable[[list[Message]], Reply]
@@ -175,6 +176,20 @@ class ScriptedModel:
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
         return self._reply(messages, tools, schema, sampling, adapter)
+
+    async def complete_text(
+        self, prompt: str, *, sampling: Sampling = DEFAULT_SAMPLING, adapter: str | None = None
+    ) -> Completion:
+        """A plain-text completion (inline completions): the next output, like `complete`
+        with the prompt as one {"role": "prompt"} message (what `calls` records)."""
+        return await self.complete([{"role": "prompt", "content": prompt}], sampling=sampling,
+                                   adapter=adapter)  # fmt: skip
+
+    def count_text_tokens(self, text: str) -> int:
+        return self.count_tokens([{"role": "prompt", "content": text}])
+
+    def infill(self) -> Infill | None:
+        return None  # plain prefix completion
 
     async def stream(
         self,

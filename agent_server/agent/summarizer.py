@@ -48,6 +48,8 @@ class View:
 
     system: str
     task: str
+    shown: str = ""  # the small files the task names, rendered (prompts.shown_files)
+    examples: list[Message] = field(default_factory=list)  # few-shot turns before the task
     plan: str = ""
     files: dict[str, str] = field(default_factory=dict)  # path -> outline, oldest first
     summary: str = ""
@@ -57,11 +59,11 @@ class View:
     summary_request: list[Message] | None = None  # the prompt it answered
 
     def messages(self) -> list[Message]:
-        first = prompts.first_user_message(self.task, self.plan, self.files, self.summary)
-        out: list[Message] = [
-            {"role": "system", "content": self.system},
-            {"role": "user", "content": first},
-        ]
+        first = prompts.first_user_message(
+            self.task, self.plan, self.files, self.summary, self.shown
+        )
+        out: list[Message] = [{"role": "system", "content": self.system}, *self.examples]
+        out.append({"role": "user", "content": first})
         for t in self.turns:
             out += [t.assistant, t.observation]
         return out
@@ -193,6 +195,8 @@ class ModelSummarizer:
         new = View(
             system=view.system,
             task=view.task,
+            shown=view.shown,
+            examples=list(view.examples),
             plan=view.plan,
             files=dict(recent),
             summary=completion.text.strip() or view.summary,
@@ -237,6 +241,10 @@ class ModelSummarizer:
                 )
             elif view.files:
                 view.files.pop(next(iter(view.files)))
+            elif view.shown:  # the small files shown with the task: read_file gets them again
+                view.shown = ""
+            elif view.examples:
+                view.examples = []
             elif len(view.summary) > 200:
                 view.summary = clip(view.summary, len(view.summary) // 2)
             elif len(view.plan) > 200:
@@ -276,7 +284,7 @@ def rebuild_view(events: Iterable[Event]) -> View:
     for e in sorted(events, key=lambda e: e.seq):
         d = e.data
         if e.kind == "run_started" and view is None:
-            view = View(system=d["system"], task=d["task"])
+            view = View(d["system"], d["task"], d.get("shown", ""), list(d.get("examples", [])))
         elif view is None:
             continue
         elif e.kind == "assistant":
@@ -293,6 +301,8 @@ def rebuild_view(events: Iterable[Event]) -> View:
             view = View(
                 system=view.system,
                 task=view.task,
+                shown=view.shown,
+                examples=view.examples,
                 plan=d["plan"],
                 files=dict(d["files"]),
                 summary=d["summary"],

@@ -59,6 +59,8 @@ class ToolConfig:
     """Timeout of one run_command."""
     max_output_chars: int = 8000
     """Cap on one observation; head and tail are kept."""
+    show_file_chars: int = 3000
+    """An edited file up to this size is shown in the observation (AgentConfig's knob)."""
 
     def __post_init__(self) -> None:
         if self.command_timeout_s <= 0:
@@ -71,6 +73,8 @@ class ToolConfig:
 class ToolResult:
     text: str  # the observation
     files: dict[str, str] = field(default_factory=dict)  # path -> text read or written
+    refused: bool = False  # the person declined the command or rejected the edit
+    changed: bool = False  # files may have changed (an edit applied, a command ran)
 
 
 Emit = Callable[..., Awaitable[None]]
@@ -143,7 +147,7 @@ class Toolbox:
             )
             if not decision.approved:
                 reason = f" Their reason: {decision.reason}" if decision.reason else ""
-                return ToolResult(prompts.COMMAND_DECLINED + reason)
+                return ToolResult(prompts.COMMAND_DECLINED + reason, refused=True)
         r = await self.ws.run_command(
             command,
             shell=True,  # the model writes command lines (pipes, &&), as a person would
@@ -153,7 +157,7 @@ class Toolbox:
         head = f"exit code: {r.exit_code}"
         if r.timed_out:
             head = f"timed out after {self.config.command_timeout_s}s (killed)"
-        return ToolResult(f"{head}\n{self._clip(r.output)}")
+        return ToolResult(f"{head}\n{self._clip(r.output)}", changed=True)
 
     async def _finish(self, a: Action, call: ModelCall, step: int) -> ToolResult:
         raise Submitted(a.args["message"])
@@ -192,13 +196,13 @@ class Toolbox:
             decision = await self.reviewer.review_edit(proposal)
         await self.emit("edit_decision", proposal_id=proposal.id, decision=decision.to_dict())
         if decision.verdict == "rejected":
-            return ToolResult(prompts.rejected_edit(path, decision.reason))
+            return ToolResult(prompts.rejected_edit(path, decision.reason), refused=True)
         text = after
         if decision.verdict == "partially_accepted":
             text = apply_hunks(before, after, decision.hunks)
         await self.ws.write_file(path, text)
         if decision.verdict == "partially_accepted":
-            return ToolResult(
-                prompts.partial_edit(path, decision.hunks, len(proposal.hunks)), {path: text}
-            )
-        return ToolResult(f"The edit of {path} was applied.", {path: text})
+            partial = prompts.partial_edit(path, decision.hunks, len(proposal.hunks))
+            return ToolResult(partial, {path: text}, changed=True)
+        applied = prompts.edit_applied(path, text, self.config.show_file_chars)
+        return ToolResult(applied, {path: text}, changed=True)

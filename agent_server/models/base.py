@@ -9,6 +9,9 @@ Every completion also names the exact prompt token ids the backend fed the model
 (`prompt_token_ids`), streamed or not: the learner trains on those ids as they are and never
 renders a chat again. Backends that load LoRA adapters at runtime are also `AdapterHost`s.
 
+`complete_text` continues plain text (no chat template): inline completions use it, in the
+model's fill-in-the-middle format when `infill()` names one (fim.py).
+
 Messages are OpenAI-style chat dicts: {"role": "system"|"user"|"assistant"|"tool",
 "content": str, ...}.
 """
@@ -19,6 +22,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from agent_server.models.fim import Infill
 
 Message = dict[str, Any]
 
@@ -32,6 +37,7 @@ class Sampling:
     top_p: float = 1.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    stop_token_ids: tuple[int, ...] = ()  # more tokens that end it (a fill-in-the-middle pad)
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -161,6 +167,21 @@ class ModelBackend(Protocol):
 
     def count_tokens(self, messages: Sequence[Message]) -> int:
         """Prompt tokens of `messages` with the model's own tokenizer and chat template."""
+        ...
+
+    async def complete_text(
+        self, prompt: str, *, sampling: Sampling = Sampling(), adapter: str | None = None
+    ) -> Completion:
+        """A plain-text continuation of `prompt`: no chat template (vLLM's /v1/completions).
+        What inline completions use; ids, logprobs and prompt ids as `complete` reports them."""
+        ...
+
+    def count_text_tokens(self, text: str) -> int:
+        """Prompt tokens of `text` as `complete_text` feeds it."""
+        ...
+
+    def infill(self) -> Infill | None:
+        """The model's fill-in-the-middle format (fim.py), None when it has none."""
         ...
 
     async def aclose(self) -> None: ...

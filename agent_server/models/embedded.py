@@ -17,7 +17,9 @@ runtime (`load_adapter`), listed (`adapter_names`), served by name per request (
 or by default (`use_adapter`), and unloaded (`unload_adapter`); `None` means the base model
 (peft's `disable_adapter`). JSON-schema-constrained output comes from `constrained.JsonGuide`
 (xgrammar). `tools` go to the chat template; tool calls in the reply are read in the Hermes
-format, as the vLLM server does (hermes.py).
+format, as the vLLM server does (hermes.py). `complete_text` continues a plain-text prompt
+(inline completions), encoded as vLLM's /v1/completions encodes it; `infill()` is the
+tokenizer's fill-in-the-middle format (fim.py), if any.
 
 Try it: `.venv/bin/python -m pytest tests/models/test_embedded_*.py -q`.
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import secrets
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -45,17 +48,17 @@ from agent_server.models.base import (
     Message,
     ModelError,
     Sampling,
+    collect_stream,
 )
-from agent_server.models.chat_encoding import encode_chat
+from agent_server.models.chat_encoding import encode_chat, encode_text, infill_of, stop_token_ids
 from agent_server.models.constrained import JsonGuide
 from agent_server.models.decoding import GenerationPlan, generate
 from agent_server.models.embedded_config import DTYPES, EmbeddedConfig
+from agent_server.models.fim import Infill
 from agent_server.models.hermes import parse_tool_calls
 
 T = TypeVar("T")
 DEFAULT_SAMPLING = Sampling()  # frozen, so one shared default is safe
-# End-of-turn markers of common chat templates; whichever exist in the vocabulary stop a reply.
-_END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|endoftext|>")
 
 
 class EmbeddedBackend:
@@ -80,7 +83,8 @@ class EmbeddedBackend:
                 f"max_position_embeddings ({limit})"
             )
         self._context_window = window
-        self._stop_token_ids = self._find_stop_tokens()
+        self._stop_token_ids = stop_token_ids(self._tokenizer, model.generation_config)
+        self._infill = infill_of(self._tokenizer)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedded-model")
         self._lock = asyncio.Lock()
         self._tokenizer_lock = threading.Lock()  # the Rust tokenizer is not safe to share
@@ -134,24 +138,27 @@ class EmbeddedBackend:
         adapter: str | None = None,
     ) -> Completion:
         prompt_ids = await self._in_thread(self._prompt_ids, messages, tools)
-        chunks = [c async for c in self._stream(prompt_ids, schema, sampling, adapter)]
-        last = chunks[-1]
-        assert last.finish_reason is not None and last.usage is not None
-        text, finish, calls = "".join(c.text for c in chunks), last.finish_reason, []
-        if tools and schema is None:
-            text, calls = parse_tool_calls(text)  # what vLLM's hermes parser does
-            finish = "tool_calls" if calls else finish
-        return Completion(
-            text=text,
-            token_ids=[t for c in chunks for t in c.token_ids],
-            logprobs=[lp for c in chunks for lp in c.logprobs],
-            finish_reason=finish,
-            usage=last.usage,
-            model=self.model_name,
-            adapter=last.adapter,
-            prompt_token_ids=prompt_ids,
-            tool_calls=calls,
+        made = await collect_stream(
+            self._stream(prompt_ids, schema, sampling, adapter), self.model_name
         )
+        if tools and schema is None:
+            text, calls = parse_tool_calls(made.text)  # what vLLM's hermes parser does
+            finish = "tool_calls" if calls else made.finish_reason
+            made = dataclasses.replace(made, text=text, finish_reason=finish, tool_calls=calls)
+        return made
+
+    async def complete_text(
+        self, prompt: str, *, sampling: Sampling = DEFAULT_SAMPLING, adapter: str | None = None
+    ) -> Completion:
+        prompt_ids = await self._in_thread(self._text_ids, prompt)
+        chunks = self._stream(prompt_ids, None, sampling, adapter)
+        return await collect_stream(chunks, self.model_name)
+
+    def count_text_tokens(self, text: str) -> int:
+        return len(self._text_ids(text))
+
+    def infill(self) -> Infill | None:
+        return self._infill
 
     async def stream(
         self,
@@ -303,7 +310,7 @@ class EmbeddedBackend:
             top_p=sampling.top_p,
             seed=sampling.seed if sampling.seed is not None else secrets.randbits(63),
             stop=tuple(sampling.stop),
-            stop_token_ids=self._stop_token_ids,
+            stop_token_ids=self._stop_token_ids | set(sampling.stop_token_ids),
             adapter=name,
         )
 
@@ -312,6 +319,10 @@ class EmbeddedBackend:
     ) -> list[int]:
         with self._tokenizer_lock:  # rendered and encoded as vLLM's chat endpoint does
             return encode_chat(self._tokenizer, messages, tools=tools)
+
+    def _text_ids(self, text: str) -> list[int]:
+        with self._tokenizer_lock:  # encoded as vLLM's /v1/completions does
+            return encode_text(self._tokenizer, text)
 
     def _decode(self, ids: list[int]) -> str:
         with self._tokenizer_lock:
@@ -322,20 +333,6 @@ class EmbeddedBackend:
             vocab = int(self._model.get_output_embeddings().weight.shape[0])
             self._guide = JsonGuide(self._tokenizer, vocab, sorted(self._stop_token_ids))
         return self._guide
-
-    def _find_stop_tokens(self) -> frozenset[int]:
-        ids: set[int] = set()
-        generation = getattr(self._model, "generation_config", None)
-        for source in (getattr(generation, "eos_token_id", None), self._tokenizer.eos_token_id):
-            if isinstance(source, int):
-                ids.add(source)
-            elif isinstance(source, list):
-                ids.update(int(i) for i in source)
-        vocab = self._tokenizer.get_vocab()
-        ids.update(vocab[marker] for marker in _END_OF_TURN if marker in vocab)
-        if not ids:
-            raise ValueError(f"the model in {self.config.model_dir} names no eos token")
-        return frozenset(ids)
 
     def _names(self) -> list[str]:
         return sorted(self._adapters)

@@ -7,19 +7,20 @@
     backend.use_adapter("policy-v3")
 
 Start a server with scripts/vllm-serve.sh. Every completion carries the prompt's and the
-sampled token ids and the logprobs (openai_wire.py). Adapters are selected by sending their
-name as "model"; the runtime LoRA API (`load_adapter`, `unload_adapter`, `adapter_names`:
-base.AdapterHost) is what the learner's Deployer calls. `timeout_s` bounds one call
+sampled token ids and the logprobs (openai_wire.py); `complete_text` is /v1/completions (a
+plain-text prompt, for inline completions). Token counts, the fill-in-the-middle format and
+the stop tokens sent with each request come from openai_tokens.py. Adapters are selected by
+sending their name as "model"; the runtime LoRA API (`load_adapter`, `unload_adapter`,
+`adapter_names`: base.AdapterHost) is what the learner's Deployer calls. `timeout_s` bounds one call
 *including* its retries, so a caller hears `BackendUnavailable` within it. Tests:
 tests/models/test_openai_backend.py and tests/models/test_backend_contract.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -35,62 +36,24 @@ from agent_server.models.base import (
     ModelError,
     Sampling,
 )
-from agent_server.models.openai_wire import StreamParser, chat_payload, parse_completion
-from agent_server.models.retry import Retryable, RetryPolicy, call_with_retries
+from agent_server.models.fim import Infill
+from agent_server.models.openai_config import OpenAIConfig
+from agent_server.models.openai_tokens import ServerTokens
+from agent_server.models.openai_wire import (
+    StreamParser,
+    chat_payload,
+    cut_at_extra_stops,
+    parse_completion,
+    parse_text_completion,
+    text_payload,
+)
+from agent_server.models.retry import Retryable, call_with_retries
+
+__all__ = ["OpenAIBackend", "OpenAIConfig"]
 
 # Worth another try: the server restarting or a proxy in front of it not ready yet.
 _RETRY_STATUS = {502, 503, 504}
-_TOOL_CHOICES = {"auto", "required", "none"}
 DEFAULT_SAMPLING = Sampling()  # frozen, so one shared default is safe
-
-
-@dataclass(frozen=True)
-class OpenAIConfig:
-    """Where the server is and how patiently to talk to it."""
-
-    base_url: str = "http://127.0.0.1:8000/v1"  # up to and including /v1
-    model: str = "apprentice-dev"  # the served base model name (vLLM --served-model-name)
-    api_key: str = ""  # sent as a Bearer token when not empty
-    timeout_s: float = 120.0  # bound on one call, retries included (stream: until 1st byte)
-    retries: int = 3  # retries after the first attempt on connection errors and 502/503/504
-    backoff_s: float = 0.25  # first wait between attempts; doubles each retry
-    backoff_max_s: float = 4.0  # cap on one wait
-    # count_tokens: a local tokenizer dir is exact and needs no round trip; None = ask the
-    # server's /tokenize endpoint (blocking, one HTTP call per count).
-    tokenizer_path: str | None = None
-    context_window: int | None = None  # None = the server's max_model_len from /v1/models
-    tool_choice: str = "auto"  # when tools are passed; "auto" needs --enable-auto-tool-choice
-
-    def __post_init__(self) -> None:
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(
-                f"base_url must be an http(s) URL ending in /v1, e.g. "
-                f"http://127.0.0.1:8000/v1; got {self.base_url!r}"
-            )
-        if not self.model:
-            raise ValueError("model must name the served model (vLLM --served-model-name)")
-        if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0 seconds, got {self.timeout_s}")
-        if self.context_window is not None and self.context_window < 1:
-            raise ValueError(f"context_window must be >= 1 or None, got {self.context_window}")
-        if self.tool_choice not in _TOOL_CHOICES:
-            raise ValueError(f"tool_choice must be one of {sorted(_TOOL_CHOICES)}")
-        if self.tokenizer_path is not None and not Path(self.tokenizer_path).is_dir():
-            raise ValueError(
-                f"tokenizer_path {self.tokenizer_path!r} is not a directory; point it at the "
-                "model directory, or leave it None to count tokens with the server's /tokenize"
-            )
-        RetryPolicy(self.retries, self.backoff_s, self.backoff_max_s)  # validates now
-
-    @property
-    def retry_policy(self) -> RetryPolicy:
-        return RetryPolicy(self.retries, self.backoff_s, self.backoff_max_s)
-
-    @property
-    def root_url(self) -> str:
-        """The server root: /tokenize and /health live there, not under /v1."""
-        url = self.base_url.rstrip("/")
-        return url.removesuffix("/v1")
 
 
 class OpenAIBackend:
@@ -111,6 +74,7 @@ class OpenAIBackend:
             transport=transport,
         )
         self._context_window = config.context_window
+        self._tokens = ServerTokens(config, self._sync_request)
 
     # -- identity --------------------------------------------------------------------------
     @property
@@ -153,14 +117,15 @@ class OpenAIBackend:
         served = adapter or self._adapter
         body = chat_payload(
             served or self.config.model,
-            messages,
-            sampling,
+            self._tokens.messages_for(messages, tools),  # the tools still go: vLLM parses calls
+            self._with_stops(sampling),
             tools=tools,
             tool_choice=self.config.tool_choice,
             schema=schema,
         )
         data = await self._post_json("chat/completions", body, adapter=served)
-        return parse_completion(data, model=self.config.model, adapter=served)
+        made = parse_completion(data, model=self.config.model, adapter=served)
+        return cut_at_extra_stops(made, sampling)
 
     async def stream(
         self,
@@ -172,8 +137,9 @@ class OpenAIBackend:
     ) -> AsyncIterator[Chunk]:
         served = adapter or self._adapter
         body = chat_payload(
-            served or self.config.model, messages, sampling, schema=schema, stream=True
-        )
+            served or self.config.model, messages, self._with_stops(sampling), schema=schema,
+            stream=True,
+        )  # fmt: skip
 
         async def open_stream(remaining: float) -> httpx.Response:
             request = self._client.build_request(
@@ -205,29 +171,32 @@ class OpenAIBackend:
         finally:
             await response.aclose()
 
+    async def complete_text(
+        self, prompt: str, *, sampling: Sampling = DEFAULT_SAMPLING, adapter: str | None = None
+    ) -> Completion:
+        served = adapter or self._adapter
+        body = text_payload(served or self.config.model, prompt, self._with_stops(sampling))
+        data = await self._post_json("completions", body, adapter=served)
+        made = parse_text_completion(data, model=self.config.model, adapter=served)
+        return cut_at_extra_stops(made, sampling)
+
     # -- tokens ----------------------------------------------------------------------------
     def count_tokens(self, messages: Sequence[Message]) -> int:
-        if self.config.tokenizer_path is not None:
-            from agent_server.models.chat_encoding import count_tokens  # imports transformers
+        return self._tokens.count_chat(messages)
 
-            return count_tokens(self._tokenizer, messages)  # rendered as vLLM renders it
-        reply = self._sync_request(
-            "POST",
-            f"{self.config.root_url}/tokenize",
-            json={
-                "model": self.config.model,
-                "messages": list(messages),
-                "add_generation_prompt": True,
-            },
-        )
-        return int(reply["count"])
+    def count_text_tokens(self, text: str) -> int:
+        return self._tokens.count_text(text)
 
-    @cached_property
-    def _tokenizer(self) -> Any:
-        from agent_server.models.chat_encoding import load_tokenizer  # heavy, only if counting
+    def infill(self) -> Infill | None:
+        """From the local tokenizer, else from the server's /tokenize (asked once)."""
+        return self._tokens.infill()
 
-        assert self.config.tokenizer_path is not None
-        return load_tokenizer(self.config.tokenizer_path)
+    def _with_stops(self, sampling: Sampling) -> Sampling:
+        """`sampling` plus the stop tokens the embedded backend stops at (openai_tokens.py)."""
+        stops = {*sampling.stop_token_ids, *self._tokens.stop_token_ids}
+        if stops == set(sampling.stop_token_ids):
+            return sampling
+        return dataclasses.replace(sampling, stop_token_ids=tuple(sorted(stops)))
 
     # -- runtime LoRA (vLLM, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True) ---------------------------
     async def load_adapter(self, name: str, path: str | Path) -> None:

@@ -1,4 +1,4 @@
-"""The OpenAI chat-completions wire format as vLLM 0.32 speaks it: request bodies and replies.
+"""The OpenAI chat and text completions wire format as vLLM 0.32 speaks it: bodies, replies.
 
 Pure functions, no I/O, used by `openai_http.OpenAIBackend`:
 - `chat_payload(...)` builds the request: logprobs on, `return_token_ids` (vLLM returns the
@@ -6,6 +6,10 @@ Pure functions, no I/O, used by `openai_http.OpenAIBackend`:
   so every logprob entry names its token as "token_id:N" (a fallback when a server does not
   send `token_ids`, and never a lossy string for tokens that are not valid UTF-8 alone).
 - `parse_completion(...)` / `StreamParser` turn replies into `Completion` / `Chunk`.
+- `text_payload(...)` / `parse_text_completion(...)`: the same for /v1/completions (a
+  plain-text prompt: inline completions), ids and logprobs recorded the same way.
+- vLLM refuses more than 4 stop strings; the first 4 are sent and `cut_at_extra_stops`
+  applies the others to a finished reply's text (a stream gets the first 4 only).
 
 Logprobs are vLLM's default `raw_logprobs` (the model's own log-softmax, before temperature
 and top-p), which is what the learner recomputes from the model for importance ratios.
@@ -29,6 +33,8 @@ from agent_server.models.base import (
 )
 from agent_server.models.structured import response_format
 
+# vLLM takes at most 4 stop strings (VLLM_MAX_STOP_STRINGS); more are applied to the text here.
+SERVER_STOPS = 4
 # vLLM says "abort" for a request it cancelled; the protocol calls that "cancelled".
 _FINISH = {"abort": "cancelled", "cancelled": "cancelled", "function_call": "tool_calls"}
 
@@ -44,20 +50,8 @@ def chat_payload(
     stream: bool = False,
 ) -> dict[str, Any]:
     """The JSON body of one POST /v1/chat/completions."""
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": list(messages),
-        "max_tokens": sampling.max_tokens,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "logprobs": True,
-        "return_token_ids": True,
-        "return_tokens_as_token_ids": True,
-    }
-    if sampling.seed is not None:
-        body["seed"] = sampling.seed
-    if sampling.stop:
-        body["stop"] = list(sampling.stop)
+    body: dict[str, Any] = {"model": model, "messages": list(messages), "logprobs": True,
+            **_sampling_fields(sampling)}  # fmt: skip
     if tools:
         body["tools"] = list(tools)
         body["tool_choice"] = tool_choice
@@ -67,6 +61,43 @@ def chat_payload(
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return body
+
+
+def text_payload(model: str, prompt: str, sampling: Sampling) -> dict[str, Any]:
+    """The JSON body of one POST /v1/completions (a plain-text prompt, no chat template).
+
+    `logprobs: 0` reports the sampled token's logprob alone; vLLM encodes the prompt with
+    the tokenizer's special tokens (`add_special_tokens`, its default), as
+    chat_encoding.encode_text does.
+    """
+    return {"model": model, "prompt": prompt, "logprobs": 0, **_sampling_fields(sampling)}
+
+
+def _sampling_fields(sampling: Sampling) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "max_tokens": sampling.max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "return_token_ids": True,
+        "return_tokens_as_token_ids": True,
+    }
+    if sampling.seed is not None:
+        body["seed"] = sampling.seed
+    if sampling.stop:
+        body["stop"] = list(sampling.stop[:SERVER_STOPS])  # the rest: cut_at_extra_stops
+    if sampling.stop_token_ids:
+        body["stop_token_ids"] = sorted(sampling.stop_token_ids)
+    return body
+
+
+def cut_at_extra_stops(completion: Completion, sampling: Sampling) -> Completion:
+    """Apply the stop strings past the server's limit to a finished reply: its text ends
+    before the first one (its token ids stay whole, as a server that stopped late left them)."""
+    extra = sampling.stop[SERVER_STOPS:]
+    cuts = [i for i in (completion.text.find(s) for s in extra if s) if i >= 0]
+    if not cuts:
+        return completion
+    return dataclasses.replace(completion, text=completion.text[: min(cuts)], finish_reason="stop")
 
 
 def finish_reason(raw: str | None) -> str:
@@ -97,6 +128,36 @@ def ids_and_logprobs(choice: dict[str, Any]) -> tuple[list[int], list[float]]:
             "needs one logprob per sampled token"
         )
     return ids, logprobs
+
+
+def parse_text_completion(data: dict[str, Any], *, model: str, adapter: str | None) -> Completion:
+    """A /v1/completions reply as a `Completion` (ids per choice; logprobs as a list)."""
+    choices = data.get("choices") or []
+    if not choices:
+        raise ModelError(f"server reply has no choices: {str(data)[:300]}")
+    choice = choices[0]
+    raw = choice.get("logprobs") or {}
+    logprobs = [float(lp) for lp in raw.get("token_logprobs") or []]
+    ids = choice.get("token_ids")
+    if ids is None:
+        ids = [_token_id({"token": t}) for t in raw.get("tokens") or []]
+    ids = [int(i) for i in ids]
+    if len(ids) != len(logprobs):
+        raise ModelError(
+            f"server sent {len(ids)} token ids but {len(logprobs)} logprobs; the learner "
+            "needs one logprob per sampled token"
+        )
+    prompt_ids = _int_list(choice.get("prompt_token_ids") or data.get("prompt_token_ids"))
+    return Completion(
+        text=choice.get("text") or "",
+        token_ids=ids,
+        logprobs=logprobs,
+        finish_reason=finish_reason(choice.get("finish_reason")),
+        usage=usage_of(data) or Usage(len(prompt_ids or []), len(ids)),
+        model=model,
+        adapter=adapter,
+        prompt_token_ids=prompt_ids,
+    )
 
 
 def _int_list(raw: Any) -> list[int] | None:

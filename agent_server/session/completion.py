@@ -1,12 +1,17 @@
-"""Inline completion: one model call on the fill-in-the-middle prompt, stored, then returned.
+"""Inline completion: one plain-text model call at the cursor, stored, then returned.
 
     made = await complete_inline(backend, store, InlineRequest(path, language, prefix, suffix,
                                                                max_tokens), temperature=0.2)
 
-The prompt is cut to fit the context window (prompts.fit_prompt, the code nearest the
-cursor kept); the completion is stored as a `suggestions` row (kind "completion", token ids,
-logprobs, adapter, prompt, latency) BEFORE it is returned, and a cancel during that write
-does not leave half a record. Backend failures raise `ModelError` (`BackendUnavailable`
+The prompt is plain text, never a chat: the model's fill-in-the-middle format when it has
+one, else plain prefix completion (prompts.fit_inline_prompt, cut to fit the context window,
+the code nearest the cursor kept), continued by `backend.complete_text` with stop strings
+that end a line or a block. What the person sees is `InlinePrompt.shown`: code to insert at
+the cursor, never wrapped in a markdown fence ("" when the model wrote nothing else). The
+completion is stored as a `suggestions` row (kind "completion", the prompt as one plain-text
+entry, its token ids as fed, the completion's ids and logprobs as sampled, `proposed` = the
+text shown, adapter, latency) BEFORE it is returned, and a cancel during that write does
+not leave half a record. Backend failures raise `ModelError` (`BackendUnavailable`
 when the model is down); each transport words them for its person. Nothing to run;
 tests/session/test_completion.py and the API and LSP tests cover it.
 """
@@ -19,7 +24,7 @@ import uuid
 from dataclasses import dataclass
 
 from agent_server.models.base import ModelBackend, Sampling
-from agent_server.session.prompts import fit_prompt
+from agent_server.session.prompts import fit_inline_prompt
 from agent_server.session.store import Store
 
 
@@ -44,17 +49,22 @@ async def complete_inline(
     backend: ModelBackend, store: Store, request: InlineRequest, *, temperature: float
 ) -> InlineSuggestion:
     r = request
-    prompt = fit_prompt(backend, r.path, r.language, r.prefix, r.suffix, r.max_tokens)
-    sampling = Sampling(max_tokens=r.max_tokens, temperature=temperature)
     started = time.monotonic()
-    completion = await backend.complete(prompt, sampling=sampling)
+    prompt = fit_inline_prompt(backend, r.path, r.language, r.prefix, r.suffix, r.max_tokens)
+    infill = backend.infill() if prompt.infill else None
+    sampling = Sampling(
+        max_tokens=r.max_tokens, temperature=temperature, stop=prompt.stop,
+        stop_token_ids=infill.stop_token_ids if infill else (),
+    )  # fmt: skip
+    completion = await backend.complete_text(prompt.text, sampling=sampling)
+    shown = prompt.shown(completion.text)
     suggestion_id = str(uuid.uuid4())
     # Stored before anyone sees it; a cancel here must not leave half a record.
     await asyncio.shield(
         store.record_suggestion(
             suggestion_id=suggestion_id, kind="completion", completion=completion,
-            prompt=prompt, proposed=completion.text, session_id=r.session_id,
+            prompt=prompt.messages(), proposed=shown, session_id=r.session_id,
             file_path=r.path, sampling=sampling, latency_s=time.monotonic() - started,
         )
     )  # fmt: skip
-    return InlineSuggestion(suggestion_id, completion.text, completion.adapter)
+    return InlineSuggestion(suggestion_id, shown, completion.adapter)

@@ -4,15 +4,24 @@
 - `follow_up(events, text, context)`: the events that give a later message of a chat to the
   agent as its next observation (prefixed with `FOLLOW_UP`, so a transcript can tell it
   from a tool result).
-- `completion_prompt(...)` / `fit_prompt(...)`: the fill-in-the-middle chat prompt of an
-  inline completion, cut (far ends first) until it fits beside max_tokens.
-Nothing to run; tests/session/test_prompts.py checks them.
+- `inline_prompt(...)` / `fit_inline_prompt(...)`: an inline completion's plain-text prompt
+  (no chat template): the model's fill-in-the-middle format when it has one (models/fim.py),
+  plain prefix completion when it has none, under a one-line file header comment; cut (far
+  ends first) until it fits beside max_tokens. `InlinePrompt.shown(text)` turns what the
+  model wrote into code to insert at the cursor (never a markdown fence).
+- `completion_prompt(...)` / `fit_prompt(...)`: the older chat form of that prompt (a system
+  message and a <CURSOR> marker), kept for benches that measure chat calls.
+Nothing to run; tests/session/test_prompts.py and test_inline_prompt.py check them.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from agent_server.agent.events import Event
 from agent_server.models.base import Message, ModelBackend
+from agent_server.models.fim import Infill
 from agent_server.protocol.messages import EditorContext
 
 FOLLOW_UP = "New message from the user:\n"  # how a later message reaches the agent
@@ -89,6 +98,105 @@ def fit_prompt(
         if backend.count_tokens(prompt) <= budget or (not prefix and not suffix):
             return prompt
         # Halve the longer side, keeping the text next to the cursor.
+        if len(prefix) >= len(suffix):
+            prefix = prefix[len(prefix) // 2 :] if len(prefix) > 1 else ""
+        else:
+            suffix = suffix[: len(suffix) // 2] if len(suffix) > 1 else ""
+
+
+# --- inline completion: a plain-text prompt ---------------------------------------------------
+
+RAW_ROLE = "prompt"  # the one stored "message" of a plain-text prompt (suggestions row)
+# A blank line, a closing fence or a new top-level definition ends a multi-line suggestion;
+# a suggestion in the middle of a line ends with the line. (vLLM's /v1/completions takes at
+# most 4 stop strings.)
+BLOCK_STOPS = ("\n\n", "\n```", "\ndef ", "\nclass ")
+LINE_STOPS = ("\n",)
+_COMMENT = {"#": ("python", "shell", "shellscript", "ruby", "perl", "r", "yaml", "toml",
+                  "dockerfile", "makefile", "julia", "elixir", "coffeescript", "powershell"),
+            "//": ("javascript", "typescript", "javascriptreact", "typescriptreact", "c",
+                   "cpp", "java", "go", "rust", "kotlin", "swift", "csharp", "scala", "php",
+                   "dart", "zig", "groovy", "objective-c"),
+            "--": ("sql", "lua", "haskell", "elm")}  # fmt: skip
+_LANG_OF_SUFFIX = {".py": "python", ".pyi": "python", ".sh": "shell", ".rb": "ruby",
+                   ".js": "javascript", ".ts": "typescript", ".c": "c", ".h": "c",
+                   ".cpp": "cpp", ".java": "java", ".go": "go", ".rs": "rust",
+                   ".sql": "sql", ".lua": "lua", ".yaml": "yaml", ".yml": "yaml",
+                   ".toml": "toml"}  # fmt: skip
+_OPEN_FENCE = re.compile(r"\A[ \t]*```[\w+#.-]*[ \t]*(?:\n|\Z)")
+_CLOSE_FENCE = re.compile(r"(?:\A|\n)[ \t]*```")
+
+
+@dataclass(frozen=True)
+class InlinePrompt:
+    text: str  # what the model continues
+    stop: tuple[str, ...]  # stop strings for this cursor (a line or a block)
+    healed: str = ""  # the prefix's last space, left out of `text` (see `shown`)
+    infill: bool = False  # in the model's fill-in-the-middle format
+
+    def messages(self) -> list[Message]:
+        """How the prompt is stored (suggestions.prompt_messages): one plain-text entry."""
+        return [{"role": RAW_ROLE, "content": self.text, "format": self.kind}]
+
+    @property
+    def kind(self) -> str:
+        return "fim" if self.infill else "prefix"
+
+    def shown(self, text: str) -> str:
+        """What the model wrote as code to insert at the cursor: the space the prompt left
+        out taken back, a leading markdown fence and anything from a closing fence on
+        dropped, trailing whitespace trimmed; "" when nothing but a fence or blanks is left."""
+        if self.healed and text.startswith(self.healed):
+            text = text[len(self.healed) :]
+        if (opened := _OPEN_FENCE.match(text)) is not None:
+            text = text[opened.end() :]
+        if (closed := _CLOSE_FENCE.search(text)) is not None:
+            text = text[: closed.start()]
+        return text.rstrip() if text.strip() else ""
+
+
+def file_header(path: str, language: str) -> str:
+    """A one-line comment naming the file, in the language's comment syntax ("" if unknown)."""
+    lang = (language or "").lower()
+    if not lang and "." in path:
+        lang = _LANG_OF_SUFFIX.get(path[path.rfind(".") :].lower(), "")
+    for mark, languages in _COMMENT.items():
+        if lang in languages and path:
+            return f"{mark} {path}\n"
+    return ""
+
+
+def inline_prompt(
+    path: str, language: str, prefix: str, suffix: str, infill: Infill | None
+) -> InlinePrompt:
+    """The plain-text prompt of an inline completion at the end of `prefix`.
+
+    A prefix ending in a space leaves that space out of the prompt: BPE tokenizers write a
+    word with its leading space (" return"), so a prompt ending in a bare space asks for an
+    unnatural continuation (seen on SmolLM2: `    ` -> ` return`, five spaces). `shown`
+    takes the space back off the completion.
+    """
+    healed = " " if prefix.endswith(" ") else ""
+    head = file_header(path, language) + prefix[: len(prefix) - len(healed)]
+    rest_of_line = suffix.split("\n", 1)[0]
+    stop = LINE_STOPS if rest_of_line.strip() else BLOCK_STOPS
+    if infill is not None:
+        return InlinePrompt(infill.render(head, suffix), stop, healed, infill=True)
+    return InlinePrompt(head, stop, healed)
+
+
+def fit_inline_prompt(
+    backend: ModelBackend, path: str, language: str, prefix: str, suffix: str, max_tokens: int
+) -> InlinePrompt:
+    """`inline_prompt` with prefix/suffix cut (far ends first) until it fits beside max_tokens."""
+    budget = backend.context_window - max_tokens
+    infill = backend.infill()
+    if infill is None:
+        suffix = suffix.split("\n", 1)[0]  # prefix completion reads none of it but the line
+    while True:
+        prompt = inline_prompt(path, language, prefix, suffix, infill)
+        if backend.count_text_tokens(prompt.text) <= budget or (not prefix and not suffix):
+            return prompt
         if len(prefix) >= len(suffix):
             prefix = prefix[len(prefix) // 2 :] if len(prefix) > 1 else ""
         else:

@@ -9,6 +9,7 @@ from feedback.models.learner import (
     LearnerRun,
     RunStatus,
 )
+from feedback.models.rollouts import RolloutCall, RolloutCallKind, TaskRollout
 from feedback.models.sessions import (
     AgentSession,
     EventKind,
@@ -31,12 +32,15 @@ __all__ = [
     "LearnerRun",
     "Outcome",
     "OutcomeKind",
+    "RolloutCall",
+    "RolloutCallKind",
     "RunStatus",
     "SessionEvent",
     "SessionMode",
     "SessionStatus",
     "Suggestion",
     "SuggestionKind",
+    "TaskRollout",
     "UTCDateTime",
     "new_uuid",
     "utcnow",

@@ -30,7 +30,7 @@ from tests.agent.loop_kit import FINISH, Person, act, agent, last_user
 
 async def test_finish_ends_the_run_and_emits_the_trajectory(root: Path) -> None:
     model = ScriptedModel([act("read_file", "look", plan="1. read 2. finish", path="a.py"), FINISH])
-    a, sink = agent(model, root)
+    a, sink = agent(model, root, show_file_chars=0)  # a.py is not shown with the task
     result = await a.run("Read a.py")
     assert (result.status, result.message, result.steps, result.model_calls) == (
         "finished", "done", 2, 2,
@@ -45,7 +45,7 @@ async def test_finish_ends_the_run_and_emits_the_trajectory(root: Path) -> None:
     assert "return 1" in obs["message"]["content"] and "def f()" in obs["files"]["a.py"]
     assert "return 1" in last_user(model, 1)  # the file text reached the model
     assert a.view.plan == "1. read 2. finish"
-    assert model.calls[0].messages[1]["content"] == "Read a.py"
+    assert model.calls[0].messages[-1]["content"] == "Read a.py"  # after the few-shot turns
     c = sink.of_kind("assistant")[0].data["completion"]
     assert len(c["token_ids"]) == len(c["logprobs"]) > 0
     assert result.usage.completion_tokens == sum(
@@ -147,7 +147,8 @@ async def test_interactive_partial_accept_applies_only_chosen_hunks(root: Path) 
 
 async def test_commands_need_approval_in_interactive_mode(root: Path) -> None:
     touch = act("run_command", command="touch made.txt && echo made")
-    model = ScriptedModel([touch, touch, FINISH])
+    other = act("run_command", command="touch made.txt && echo made it")  # a repeat is not asked
+    model = ScriptedModel([touch, other, FINISH])
     decisions = [CommandDecision(False, "not now"), True]
     a, sink = agent(model, root, mode="interactive", reviewer=lambda s: Person(s, [], decisions))
     await a.run("t")

@@ -74,6 +74,7 @@ def root(tmp_path: Path) -> Path:
 
 def make_agent(root: Path, model: ScriptedModel, **kw: Any) -> tuple[Agent, InMemorySink]:
     sink = InMemorySink()
+    kw = {"few_shot": False, **kw}  # the task is messages[1] (the few-shot turns: elsewhere)
     cfg = AgentConfig(mode="autonomous", sampling=Sampling(max_tokens=300), **kw)
     return Agent(model, LocalWorkspace(root), cfg, sink=sink), sink
 

@@ -72,7 +72,7 @@ def test_serve_starts_keeps_the_token_private_and_stops_on_sigint(
     tmp_path: Path, sqlite_head_url: str
 ) -> None:
     home, port = tmp_path / "home", _free_port()
-    env = {
+    env = {  # the dev model named: the default one would be installed
         "APPRENTICE_HOME": str(home),
         "APPRENTICE_DATABASE_URL": sqlite_head_url,
         "APPRENTICE_MODEL_BACKEND": "openai",  # no model is loaded: /healthz is what we test
@@ -107,7 +107,12 @@ def test_up_prepares_the_database_serves_the_dev_model_and_stops(
     home, port = tmp_path / "home", _free_port()
     (home / "models").mkdir(parents=True)
     (home / "models" / "dev").symlink_to(dev_model_dir)  # built once per run by the fixture
-    proc = _start(["up"], {"APPRENTICE_HOME": str(home), "APPRENTICE_PORT": str(port)})
+    env = {  # the dev model named: the default one would be installed
+        "APPRENTICE_HOME": str(home),
+        "APPRENTICE_PORT": str(port),
+        "APPRENTICE_MODEL_NAME": str(home / "models" / "dev"),
+    }
+    proc = _start(["up"], env)
     health = _wait_healthy(proc, port, 180)
     assert health["status"] == "ok"
     engine = make_engine(f"sqlite:///{home / 'apprentice.db'}")  # made and migrated by `up`

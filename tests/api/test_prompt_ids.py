@@ -6,7 +6,8 @@ The dev model would not choose a matching edit by itself, so the session's agent
 its actions under a narrowed schema (`AgentConfig.action_schema`): one `edit` of `a.py`
 replacing `x = 1` with `x = 2`, only the short `thought` free. The agent streams its steps
 (the path that once dropped the prompt ids). Expected ids: vLLM's /tokenize of the stored
-prompt (and vLLM's own report when the same request is sent again); on the embedded backend
+prompt (the edit's chat messages; the inline completion's plain text, never a chat) (and
+vLLM's own report when the same request is sent again); on the embedded backend
 its own encoding (agent_server/models/chat_encoding.py), which is what it generates from.
 Run: .venv/bin/python -m pytest tests/api/test_prompt_ids.py -q   (-k embedded: no vLLM)
 """
@@ -24,11 +25,12 @@ from agent_server.agent.config import AgentConfig
 from agent_server.agent.workspace import LocalWorkspace
 from agent_server.api.config import ApiConfig
 from agent_server.models.base import Sampling
-from agent_server.models.chat_encoding import encode_chat, load_tokenizer
+from agent_server.models.chat_encoding import encode_chat, encode_text, load_tokenizer
 from agent_server.models.openai_http import OpenAIBackend, OpenAIConfig
 from agent_server.models.vllm_command import SERVED_NAME
 from agent_server.protocol import messages as p
 from agent_server.protocol.client import Decision, ProtocolClient
+from agent_server.session.prompts import RAW_ROLE
 from feedback.db import make_engine, make_sessionmaker, transaction
 from feedback.models import Suggestion
 from learner.config import DataConfig
@@ -68,18 +70,29 @@ def settings_for(kind: str, base: Any, request: pytest.FixtureRequest, model_dir
 
 
 async def reported_ids(settings: Any, messages: list[dict[str, Any]], model_dir: Path) -> list[int]:
-    """The ids the backend reports for `messages`, asked independently of the session."""
+    """The ids the backend reports for `messages`, asked independently of the session.
+
+    An inline completion's prompt is one plain-text entry (session/prompts.py, RAW_ROLE):
+    encoded as /v1/completions encodes it, never through the chat template."""
+    raw = messages[0]["content"] if messages[0]["role"] == RAW_ROLE else None
     if settings.model_backend == "embedded":
-        return encode_chat(load_tokenizer(model_dir), messages)  # the embedded backend's own
+        tokenizer = load_tokenizer(model_dir)  # the embedded backend's own encoding
+        return encode_chat(tokenizer, messages) if raw is None else encode_text(tokenizer, raw)
     root = settings.model_url.removesuffix("/v1")
-    body = {"model": SERVED_NAME, "messages": messages, "add_generation_prompt": True}
+    body: dict[str, Any] = {"model": SERVED_NAME, "messages": messages,
+                            "add_generation_prompt": True}  # fmt: skip
+    if raw is not None:
+        body = {"model": SERVED_NAME, "prompt": raw}
     async with httpx.AsyncClient() as client:
         reply = await client.post(f"{root}/tokenize", json=body)
     reply.raise_for_status()
     tokenized = list(reply.json()["tokens"])
     http = OpenAIBackend(OpenAIConfig(base_url=settings.model_url, model=SERVED_NAME))
     try:  # the same request again: vLLM reports the ids it fed the model
-        again = await http.complete(messages, schema=EDIT_ONLY, sampling=SAMPLING)
+        if raw is None:
+            again = await http.complete(messages, schema=EDIT_ONLY, sampling=SAMPLING)
+        else:
+            again = await http.complete_text(raw, sampling=SAMPLING)
     finally:
         await http.aclose()
     assert again.prompt_token_ids == tokenized
@@ -139,7 +152,8 @@ async def test_suggestion_rows_hold_the_exact_prompt_ids_and_the_learner_uses_th
             assert len(row.completion_token_ids) == len(row.completion_logprobs) > 0
             assert all(lp <= 0 for lp in row.completion_logprobs)
             text = tokenizer.decode(row.completion_token_ids, skip_special_tokens=True)
-            assert text == row.completion_text
+            # A stop string ends the text before it; its tokens stay in the ids (as in vLLM).
+            assert text.startswith(row.completion_text), row.kind
         assert "x = 2" in rows["edit"].completion_text  # the constrained edit action
     with transaction(db) as s:
         samples, _ = collect_samples(s, DataConfig(settle_s=0.0), after_outcome_id=0)

@@ -24,6 +24,8 @@ from tests.api.server import TOKEN
 
 pytestmark = pytest.mark.postgres
 FILES = 8
+# 1 token per character: the system prompt alone is ~1,800; the reads fill the rest.
+WINDOW = 4096
 TASK = "Read every data file, then report. (task kept verbatim: 7f3a)"
 
 
@@ -44,7 +46,7 @@ async def test_session_resumes_after_restart_from_its_last_summary(
     root.mkdir()
     for i in range(FILES):
         (root / f"f{i}.py").write_text(f'DATA_{i} = "{"x" * 300}"  # MARKER-{i}\n')
-    # A 2048-token window (1 token per character) fills after a few reads: summaries happen.
+    # The window fills after a few reads: summaries happen.
     config = ApiConfig(
         summarizer=SummarizerConfig(
             budget_ratio=0.8, target_ratio=0.5, max_summary_tokens=200, keep_last_turns=1
@@ -53,13 +55,13 @@ async def test_session_resumes_after_restart_from_its_last_summary(
     first = ScriptedModel(
         [act("read_file", path=f"f{i}.py") for i in range(FILES)] + [act("finish", message="1")],
         summary=_summary,
-        context_window=2048,
+        context_window=WINDOW,
     )
     server = serve(api_settings, backend=first, config=config)
     client = await ProtocolClient.connect(server.ws_url, TOKEN)
     info = await client.create_session(mode="autonomous")
     log = await client.run_turn(info.session_id, TASK, workspace=LocalWorkspace(root))
-    assert log.done.status == "finished"
+    assert log.done.status == "finished", log.done.message
     summaries = log.of(p.SummaryMade)
     assert len(summaries) >= 2
     assert all(m.tokens_after < m.tokens_before for m in summaries)
@@ -78,7 +80,7 @@ async def test_session_resumes_after_restart_from_its_last_summary(
 
     # A new app on the same database: nothing of the first one is in memory.
     second = ScriptedModel([act("finish", message="continued")], summary=_summary,
-                           context_window=2048)  # fmt: skip
+                           context_window=WINDOW)  # fmt: skip
     server2 = serve(api_settings, backend=second, config=config)
     client = await ProtocolClient.connect(server2.ws_url, TOKEN)
     resumed = await client.resume(info.session_id)

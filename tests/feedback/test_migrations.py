@@ -23,6 +23,8 @@ TABLES = {
     "adapters",
     "deployments",
     "learner_runs",
+    "task_rollouts",
+    "rollout_calls",
 }
 
 
@@ -47,7 +49,7 @@ def _schema_diff(url: str) -> list:
 def _cycle(url: str) -> None:
     assert current_revision(url) is None
     upgrade(url)
-    assert current_revision(url) == head_revision() == "0001"
+    assert current_revision(url) == head_revision() == "0002"
     assert _tables(url) == TABLES
     assert _schema_diff(url) == []
     downgrade(url, "base")

@@ -1,5 +1,5 @@
 """Fixtures for the learner's tests: the dev model's tokenizer, settings on a fresh
-database, a pipeline Context, and synthetic feedback (tests/learner/synth.py)."""
+database, a pipeline Context, and synthetic feedback (tests/learner/synthetic_feedback.py)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from feedback.db import make_engine, make_sessionmaker
 from ground.settings import Settings
 from tests.api.server import TOKEN, RunningServer, start_server
 from tests.learner.conftest import FAST
-from tests.learner.synth import seed_feedback
+from tests.learner.synthetic_feedback import seed_feedback
 from tests.learner.worker import Worker, start_worker, wait_for
 
 ADMIN = "admin-token-0123456789abcdef"

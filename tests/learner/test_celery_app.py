@@ -16,7 +16,7 @@ from ground.settings import Settings
 from learner import pipeline
 from learner.celery_app import make_app
 from learner.config import DataConfig, LearnerConfig
-from tests.learner.synth import seed_feedback
+from tests.learner.synthetic_feedback import seed_feedback
 
 
 def test_the_worker_acks_late_one_task_at_a_time_with_a_visibility_timeout(

@@ -37,7 +37,7 @@ from learner.publish import file_digests, read_manifest
 from tests.api.server import TOKEN, RunningServer, start_server
 from tests.fixtures.databases import fresh_pg_database
 from tests.fixtures.vllm import VllmServer
-from tests.learner.synth import seed_feedback
+from tests.learner.synthetic_feedback import seed_feedback
 from tests.learner.worker import Worker, start_worker, wait_for
 
 pytestmark = [pytest.mark.vllm, pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]

@@ -23,7 +23,7 @@ from learner.deploy import make_deployer, rollback
 from learner.publish import MANIFEST, publish_files
 from tests.fixtures.settings import run_cli
 from tests.learner.conftest import FAST
-from tests.learner.synth import seed_feedback
+from tests.learner.synthetic_feedback import seed_feedback
 
 
 def run_steps(ctx: pipeline.Context, run_id: int, names: tuple[str, ...]) -> None:

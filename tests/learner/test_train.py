@@ -22,7 +22,7 @@ from learner.config import LINEAR_LAYERS, TrainConfig
 from learner.evaluate import score_adapters
 from learner.kto import completion_logits, make_batch, token_logprobs
 from learner.train import make_policy, save_adapter, train_policy
-from tests.learner.synth import make_samples
+from tests.learner.synthetic_feedback import make_samples
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from agent_server.protocol import messages as p
 from agent_server.protocol.client import ProtocolClient
 from feedback.db import make_engine, make_sessionmaker
 from tests.fixtures.settings import REPO
-from tests.learner.synth import seed_feedback
+from tests.learner.synthetic_feedback import seed_feedback
 from tests.learner.worker import wait_for
 
 TOKEN, ADMIN = "up-token-0123456789abcdef", "up-admin-0123456789abcdef"
@@ -35,6 +35,7 @@ async def test_up_learns_on_schedule_and_stops_everything(
     (home / "models" / "dev").symlink_to(dev_model_dir)
     port = _free_port()
     env = {**os.environ, "APPRENTICE_HOME": str(home), "APPRENTICE_PORT": str(port),
+           "APPRENTICE_MODEL_NAME": str(home / "models" / "dev"),  # the default installs one
            "APPRENTICE_TOKEN": TOKEN, "APPRENTICE_ADMIN_TOKEN": ADMIN,
            "APPRENTICE_LEARNER_INTERVAL_S": "2", "APPRENTICE_LEARNER_MIN_FEEDBACK": "20",
            "OMP_WAIT_POLICY": "PASSIVE"}  # fmt: skip

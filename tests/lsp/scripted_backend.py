@@ -7,9 +7,10 @@ Named by `APPRENTICE_LSP_TEST_BACKEND=tests.lsp.scripted_backend:build` (read on
      "agent": ["<action JSON>", ...],          # agent steps in order; then `finish`
      "delay_s": 0.0}                            # before each reply (cancellation tests)
 
-Inline-completion prompts (agent_server/session/prompts.py's system prompt) get
-`completion`; every other call takes the next agent reply. Everything else is the real
-server: the agent loop, the tools, the recording, the protocol.
+Inline-completion prompts (plain text, recorded as one message of role
+agent_server/session/prompts.py's RAW_ROLE) get `completion`; every other call takes the
+next agent reply. Everything else is the real server: the agent loop, the tools, the
+recording, the protocol.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from agent_server.agent.scripted import ScriptedModel
 from agent_server.models.base import Message
-from agent_server.session.prompts import SYSTEM as COMPLETION_SYSTEM
+from agent_server.session.prompts import RAW_ROLE
 
 FINISH = json.dumps({"thought": "done", "tool": "finish", "args": {"message": "Done."}})
 
@@ -42,7 +43,7 @@ def model(script: dict[str, Any]) -> ScriptedModel:
     agent = iter(list(script.get("agent", [])))
 
     def reply(messages: list[Message]) -> str:
-        if messages and messages[0].get("content") == COMPLETION_SYSTEM:
+        if messages and messages[0].get("role") == RAW_ROLE:
             return completion
         return next(agent, FINISH)
 

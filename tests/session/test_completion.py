@@ -1,12 +1,15 @@
-"""Inline completion through the session layer on real databases: stored (prompt, token
-ids, sampling, latency) before it is returned, whole even when the caller is cancelled
-during the write, and nothing stored when the backend fails.
+"""Inline completion through the session layer on real databases: a plain-text call (never a
+chat), stored (prompt, token ids, sampling, latency) before it is returned, whole even when
+the caller is cancelled during the write, nothing stored when the backend fails; a fenced
+reply is shown without its fence (a fence alone: nothing), and a model with a
+fill-in-the-middle format gets its format and its stop tokens.
 Run: .venv/bin/python -m pytest tests/session/test_completion.py -q
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import Any
 
 import pytest
@@ -15,8 +18,9 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agent_server.agent.scripted import ScriptedModel
 from agent_server.models.base import ModelError
+from agent_server.models.fim import Infill
 from agent_server.session.completion import InlineRequest, complete_inline
-from agent_server.session.prompts import fit_prompt
+from agent_server.session.prompts import BLOCK_STOPS, LINE_STOPS, RAW_ROLE, fit_inline_prompt
 from agent_server.session.store import Store
 from feedback.models import Suggestion
 
@@ -32,12 +36,55 @@ async def test_the_suggestion_is_stored_before_it_is_returned(db: sessionmaker[S
         assert row is not None and (row.kind, row.file_path, row.proposed) == (
             "completion", "a.py", "1 + 1",
         )  # fmt: skip
-        prompt = fit_prompt(model, "a.py", "python", REQUEST.prefix, REQUEST.suffix, 16)
-        assert row.prompt_messages == prompt == model.calls[0].messages
-        assert row.prompt_token_ids == model.prompt_ids(prompt)
+        prompt = fit_inline_prompt(model, "a.py", "python", REQUEST.prefix, REQUEST.suffix, 16)
+        # Plain text: the prefix under a file header, its last space left to the model.
+        assert prompt.text == "# a.py\ndef f():\n    return" and not prompt.infill
+        assert row.prompt_messages == prompt.messages()
+        assert model.calls[0].messages == [{"role": RAW_ROLE, "content": prompt.text}]
+        assert row.prompt_token_ids == model.prompt_ids(model.calls[0].messages)
         assert len(row.completion_token_ids) == len(row.completion_logprobs) == 5
         assert row.sampling["max_tokens"] == 16 and row.sampling["temperature"] == 0.2
+        assert tuple(row.sampling["stop"]) == BLOCK_STOPS  # nothing after the cursor
         assert row.latency_s is not None and row.session_id is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "shown"),
+    [("```python\n```", ""), ("```python\nx + 1\n```\nThat adds one.", "x + 1"),
+     ("  ", ""), (" x + 1\n", "x + 1")],
+)  # fmt: skip
+async def test_what_is_shown_is_code_never_a_fence(
+    db: sessionmaker[Session], reply: str, shown: str
+) -> None:
+    request = dataclasses.replace(REQUEST, max_tokens=64)
+    made = await complete_inline(ScriptedModel([reply]), Store(db), request, temperature=0.2)
+    assert made.text == shown
+    with db() as s:
+        row = s.get(Suggestion, made.suggestion_id)
+        assert row is not None and (row.proposed, row.completion_text) == (shown, reply)
+
+
+class InfillModel(ScriptedModel):
+    INFILL = Infill("starcoder", "<fim_prefix>", "<fim_suffix>", "<fim_middle>", (7, 9))
+
+    def infill(self) -> Infill:
+        return self.INFILL
+
+
+async def test_a_model_with_a_fill_in_the_middle_format_gets_it(
+    db: sessionmaker[Session],
+) -> None:
+    model = InfillModel(["a + b"])
+    request = InlineRequest("m.py", "python", "x = add(", ")\nprint(x)\n", max_tokens=8)
+    made = await complete_inline(model, Store(db), request, temperature=0.0)
+    assert made.text == "a + b"
+    text = model.calls[0].messages[0]["content"]
+    assert text == "<fim_prefix># m.py\nx = add(<fim_suffix>)\nprint(x)\n<fim_middle>"
+    assert model.calls[0].sampling.stop_token_ids == (7, 9)
+    assert model.calls[0].sampling.stop == LINE_STOPS  # the cursor's line goes on after it
+    with db() as s:
+        row = s.get(Suggestion, made.suggestion_id)
+        assert row is not None and row.prompt_messages[0]["format"] == "fim"
 
 
 class SlowStore(Store):

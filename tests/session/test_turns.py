@@ -80,7 +80,8 @@ async def test_first_turn_then_follow_up_record_every_event_and_the_suggestion(
     events: list[Event] = []
     heard = Heard(store, row.id)
     sink = RecordingSink(store, row.id, events, heard)
-    base = AgentConfig(sampling=Sampling(max_tokens=300, seed=1))
+    # few_shot=False: the task is messages[1] (the agent's few-shot turns: tests/agent)
+    base = AgentConfig(sampling=Sampling(max_tokens=300, seed=1), few_shot=False)
     turn = Turn(model, LocalWorkspace(root), base, sink, reviewer=Accept())
     first = await turn.run("set x to 2", EditorContext(path="a.py"))
     assert (first.status, first.message) == ("finished", "ok")

@@ -2,7 +2,8 @@
 integration test of its core against the real agent server on a scripted model and a fresh
 PostgreSQL database (`npm run test:integration`, vscode-extension/test/integration/
 session.test.ts), and the core against the real `apprentice serve` on the real dev model and
-PostgreSQL (`npm run test:real`, vscode-extension/test/integration/realServer.real.ts).
+PostgreSQL (`npm run test:real`, vscode-extension/test/integration/realServer.real.ts), and
+its inline completion once more on the real pretrained model (SmolLM2-135M-Instruct).
 
 All assume scripts/extension.sh has run (node_modules installed).
 Run: .venv/bin/python -m pytest tests/vscode/test_extension.py -q
@@ -76,5 +77,21 @@ def test_core_against_apprentice_serve_on_the_dev_model(
             "APPRENTICE_CLI": str(cli),
             "APPRENTICE_TEST_DATABASE_URL": pg_head_url,
             "APPRENTICE_TEST_MODEL": str(dev_model_dir),
+        },
+    )
+
+
+@pytest.mark.slow
+def test_core_inline_completion_on_the_real_model(tmp_path: Path, real_model_dir: Path) -> None:
+    """`apprentice serve` on the real pretrained model (SQLite in a fresh home): the extension's
+    core gets a completion that is code (non-empty, no fence), stored with ids and logprobs."""
+    cli = Path(sys.executable).parent / "apprentice"
+    run_npm(
+        ["run", "test:real"],
+        {
+            "APPRENTICE_PYTHON": sys.executable,
+            "APPRENTICE_CLI": str(cli),
+            "APPRENTICE_TEST_MODEL": str(real_model_dir),
+            "APPRENTICE_TEST_ONLY": "completion",
         },
     )

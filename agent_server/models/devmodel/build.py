@@ -31,6 +31,7 @@ from agent_server.models.devmodel import corpus
 from agent_server.models.devmodel.tokenizer import (
     EOS,
     IM_END,
+    TOOL_CALL_END,
     save_tokenizer,
     train_tokenizer,
     wrap,
@@ -249,7 +250,10 @@ def build_dev_model(cfg: DevModelConfig, console: Console | None = None) -> Buil
     model.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id,
         # End of turn first; the document separator also ends raw (non-chat) completions.
-        eos_token_id=[tokenizer.convert_tokens_to_ids(t) for t in (IM_END, EOS)],
+        # `</tool_call>` too: one call is all the agent takes, and after a JSON text action
+        # (which ends in `}}` as a native call does) this tiny model sometimes ranks it above
+        # the end of the turn; stopping there leaves the action whole (actions.py parses it).
+        eos_token_id=[tokenizer.convert_tokens_to_ids(t) for t in (IM_END, TOOL_CALL_END, EOS)],
         pad_token_id=tokenizer.pad_token_id,
     )
 

@@ -34,7 +34,8 @@ IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 SPECIAL_TOKENS = [PAD, BOS, EOS, IM_START, IM_END]  # ids 0..4, in this order
 # Ordinary (not special) added tokens: one id each for the tool-call markers, and still in
 # the text after decoding with skip_special_tokens=True, which the backends' parsers need.
-TOOL_CALL_TOKENS = ["<tool_call>", "</tool_call>"]
+TOOL_CALL_END = "</tool_call>"
+TOOL_CALL_TOKENS = ["<tool_call>", TOOL_CALL_END]
 
 # ChatML with a tools block: one line per tool, `name(arg, ...): description` (a 5M model
 # learns nothing from the full JSON specs but to repeat their braces). `content` may be a

@@ -10,6 +10,10 @@ import { Log, describeError } from "./log";
 export class LocalServer {
   private child: ChildProcess | undefined;
   private exited = false;
+  /** The last `error: ...` line the server printed: `apprentice serve` names what is missing there. */
+  private lastError: string | undefined;
+
+  private lastOutputAt = 0; // when the child last wrote to stderr (install progress, logs)
 
   constructor(private readonly log: Log) {}
 
@@ -23,11 +27,17 @@ export class LocalServer {
     const args = serveArgs(wsUrl);
     this.log.info(`Starting a local server: ${command} ${args.join(" ")}`);
     this.exited = false;
+    this.lastError = undefined;
     let spawnError: Error | undefined;
     const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], env: process.env });
     this.child = child;
     child.stdout?.setEncoding("utf8").on("data", (chunk: string) => this.log.raw("[server]", chunk));
-    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => this.log.raw("[server]", chunk));
+    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+      this.lastOutputAt = Date.now();
+      this.log.raw("[server]", chunk);
+      const errors = chunk.split(/\r?\n/).filter((line) => line.startsWith("error: "));
+      if (errors.length > 0) this.lastError = errors[errors.length - 1].slice("error: ".length);
+    });
     child.on("error", (error) => {
       spawnError = error;
       this.exited = true;
@@ -39,21 +49,24 @@ export class LocalServer {
     });
     await this.waitHealthy(wsUrl, timeoutMs, () => {
       if (spawnError) return `"${command}" could not be started: ${spawnError.message}`;
+      if (this.exited && this.lastError) return `"${command} serve" could not start: ${this.lastError}`;
       if (this.exited) return `"${command} serve" exited before it answered; see the Apprentice log.`;
       return undefined;
     });
     this.log.info("The local server is up.");
   }
 
-  /** Poll GET /healthz every 250 ms until it answers 200, `failed()` says why not, or time runs out. */
+  /** Poll GET /healthz every 250 ms until it answers 200, `failed()` says why not, or time runs out.
+   * The time counts from the server's last output: a first start installs the model for minutes
+   * while printing its progress; a server silent for `timeoutMs` is stuck. */
   async waitHealthy(wsUrl: string, timeoutMs: number, failed: () => string | undefined = () => undefined): Promise<void> {
     const target = healthUrl(wsUrl);
-    const deadline = Date.now() + timeoutMs;
+    const started = Date.now();
     for (;;) {
       const reason = failed();
       if (reason) throw new Error(reason);
       if (await healthy(target)) return;
-      if (Date.now() > deadline) throw new Error(`The local server did not answer ${target} within ${Math.round(timeoutMs / 1000)} s.`);
+      if (Date.now() > Math.max(started, this.lastOutputAt) + timeoutMs) throw new Error(`The local server did not answer ${target} and printed nothing for ${Math.round(timeoutMs / 1000)} s.`);
       await new Promise((resolve) => setTimeout(resolve, 250));
     }
   }

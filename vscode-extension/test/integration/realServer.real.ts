@@ -35,6 +35,11 @@ const COMPLETION_TIMEOUT_MS = 120_000;
 const TURN_BUDGET_MS = Number(process.env.APPRENTICE_TEST_TURN_BUDGET_S || 120) * 1000;
 const CANCEL_GRACE_MS = 60_000; // a cancelled turn ends after the model call in flight
 const REJECT_REASON = "keep a.py as it is";
+// APPRENTICE_TEST_ONLY=completion: define only the completion test (the pytest run on the real
+// pretrained model, where a chat turn would take minutes); the completion must then be code:
+// non-empty, no markdown fence, no chat reply.
+const ONLY_COMPLETION = process.env.APPRENTICE_TEST_ONLY === "completion";
+const chatTest: typeof test = ONLY_COMPLETION ? ((() => undefined) as unknown as typeof test) : test;
 // The agent's RunStatus values (docs/protocol.md, turn.done).
 const RUN_STATUSES = ["finished", "step_limit", "time_limit", "too_many_errors", "cancelled", "model_error", "context_overflow"];
 
@@ -109,6 +114,10 @@ test("a completion from the real model: shown and accepted, stored with tokens, 
     console.log(`completion in ${elapsed(started)}: ${JSON.stringify(suggestion.text)}`);
     assert.ok(suggestion.suggestion_id.length > 0, withLog(suggestion));
     assert.equal(typeof suggestion.text, "string");
+    if (ONLY_COMPLETION) {
+      assert.ok(suggestion.text.trim().length > 0, `an empty completion${withLog(suggestion)}`);
+      assert.ok(!suggestion.text.includes("```"), `a markdown fence in ${JSON.stringify(suggestion.text)}`);
+    }
 
     const shown = await sendOutcome(conn, suggestion.suggestion_id, "shown");
     const accepted = await sendOutcome(conn, suggestion.suggestion_id, "accepted", { acceptedLength: suggestion.text.length });
@@ -140,7 +149,7 @@ test("a completion from the real model: shown and accepted, stored with tokens, 
   }
 });
 
-test("a chat turn on the real model: every tool request answered, turn.done with a RunStatus, events stored", async () => {
+chatTest("a chat turn on the real model: every tool request answered, turn.done with a RunStatus, events stored", async () => {
   const workspace = tempDir("apprentice-real-ws-");
   const conn = await AgentConnection.open({ url: server!.wsUrl, token: server!.token, clientName: "apprentice-vscode-real-test" });
   let session: AgentSession | undefined;
@@ -213,8 +222,11 @@ test("a chat turn on the real model: every tool request answered, turn.done with
     assert.equal(loopKinds[0], "run_started", JSON.stringify(loopKinds));
     assert.equal(loopKinds[loopKinds.length - 1], "run_finished", JSON.stringify(loopKinds));
     assert.ok(loopKinds.includes("assistant"), JSON.stringify(loopKinds));
-    assert.ok(loopKinds.filter((k) => k === "tool_call").length >= requested.length, JSON.stringify(loopKinds));
-    assert.ok(dumped.events.filter((e) => e.kind === "tool_result").length >= requested.length, JSON.stringify(dumped.events));
+    // a.py, named in the task, is read once before the first step to be shown with the task
+    // (agent_server/agent/task_files.py): that request has no tool_call of the model's.
+    const shownReads = 1;
+    assert.ok(loopKinds.filter((k) => k === "tool_call").length >= requested.length - shownReads, JSON.stringify(loopKinds));
+    assert.ok(dumped.events.filter((e) => e.kind === "tool_result").length >= requested.length - shownReads, JSON.stringify(dumped.events));
     const seqs = dumped.events.map((e) => e.seq);
     assert.deepEqual(seqs, [...new Set(seqs)].sort((a, b) => a - b), "events in order, each seq once");
     // Each proposal the model made is stored with its rejection and the reason.

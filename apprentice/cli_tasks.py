@@ -1,0 +1,230 @@
+"""`apprentice tasks mine | verify | eval`: real tasks from a repository's git history.
+
+    apprentice tasks mine REPO --out tasks.jsonl --max 20 --python REPO/.venv/bin/python
+    apprentice tasks verify tasks.jsonl --repo REPO --python REPO/.venv/bin/python
+    apprentice tasks eval tasks.jsonl --repo REPO [--adapter policy-v3] [--samples 2]
+
+The work lives in learner/synth (docs/tasks.md); this module only parses options, shows
+progress on stderr and turns bad input into one `error:` line and exit code 2 (exit 1: the
+command ran and its check failed, e.g. a task that does not verify).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+tasks_app = typer.Typer(
+    help="Tasks from a repository's git history: mine them, verify them, run the agent on them.",
+    no_args_is_help=True,
+)
+err = Console(stderr=True)
+
+PythonOption = Annotated[
+    str,
+    typer.Option(
+        "--python",
+        metavar="PATH",
+        help="The interpreter that runs the repository's tests (it must hold the repository's "
+        "dependencies and pytest; default: `python` on PATH).",
+    ),
+]
+RepoOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--repo",
+        metavar="REPO",
+        help="The repository the tasks were mined from (default: the folder next to FILE "
+        "named like the tasks' `repo`, else the current folder).",
+    ),
+]
+
+
+@contextmanager
+def progress_bar(what: str) -> Iterator[Callable[[int, int, str], None]]:
+    """A rich progress bar on stderr, driven by `(done, total, message)` callbacks."""
+    columns = (TextColumn(f"[bold]{what}[/bold]"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("{task.description}"))  # fmt: skip
+    with Progress(*columns, console=err, transient=False) as bar:
+        task = bar.add_task("", total=None)
+
+        def update(done: int, total: int, message: str) -> None:
+            bar.update(task, completed=done, total=total or None, description=message[:60])
+
+        yield update
+
+
+def fail(exc: BaseException) -> typer.Exit:
+    err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+    return typer.Exit(2)
+
+
+@tasks_app.command("mine")
+def mine(
+    repo: Annotated[Path, typer.Argument(help="A local git repository with a pytest suite.")],
+    out: Annotated[Path, typer.Option("--out", help="Where to write the JSONL records.")] = Path(
+        "tasks.jsonl"
+    ),
+    max_tasks: Annotated[int, typer.Option("--max", min=1, help="Tasks to keep at most.")] = 20,
+    kinds: Annotated[
+        str, typer.Option(help="Comma-separated: revert (from commits), mutate (mutations).")
+    ] = "revert,mutate",
+    since: Annotated[
+        str | None, typer.Option(metavar="REV", help="revert: only commits after this one.")
+    ] = None,
+    python: PythonOption = "python",
+    timeout_s: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds per test-suite run.")
+    ] = 300.0,
+    seed: Annotated[int, typer.Option(help="Seed of the mutations tried.")] = 0,
+) -> None:
+    """Mine validated tasks (>= 1 failing test the fix makes pass) into a JSONL file.
+
+    The repository is only read: work happens in temporary folders. Nothing is written when
+    mining fails; the file is replaced whole when it succeeds.
+    """
+    from learner.synth.gitrepo import MiningError
+    from learner.synth.mine import mine_tasks
+    from learner.synth.records import write_tasks
+
+    try:
+        with progress_bar("mining") as update:
+            tasks = mine_tasks(
+                repo, kinds=[k.strip() for k in kinds.split(",") if k.strip()],
+                max_tasks=max_tasks, since=since, python=python, timeout_s=timeout_s,
+                seed=seed, on_progress=update,
+            )  # fmt: skip
+    except (MiningError, ValueError) as exc:
+        raise fail(exc) from exc
+    if not tasks:
+        raise fail(MiningError(f"no task in {repo} had a test that the fix makes pass"))
+    write_tasks(out, tasks)
+    by_kind = {k: sum(t.kind == k for t in tasks) for k in sorted({t.kind for t in tasks})}
+    err.print(f"wrote {len(tasks)} tasks to {out}: {by_kind}", highlight=False)
+    typer.echo(json.dumps({"out": str(out), "tasks": len(tasks), "kinds": by_kind}))
+
+
+def _repo_for(file: Path, repo: Path | None) -> Path:
+    """The source repository: --repo, else a folder named like the records' `repo`."""
+    if repo is not None:
+        return repo
+    from learner.synth.records import read_tasks
+
+    names = {t.repo for t in read_tasks(file)}
+    for base in (file.resolve().parent, Path.cwd().parent, Path.cwd()):
+        for name in names:
+            if (base / name / ".git").exists():
+                return base / name
+    if (Path.cwd() / ".git").exists() and Path.cwd().name in names:
+        return Path.cwd()
+    raise ValueError(f"where is the repository {sorted(names)}? pass --repo REPO")
+
+
+@tasks_app.command("verify")
+def verify(
+    file: Annotated[Path, typer.Argument(help="A JSONL file written by `tasks mine`.")],
+    repo: RepoOption = None,
+    python: PythonOption = "python",
+    timeout_s: Annotated[
+        float, typer.Option("--timeout", min=1, help="Seconds per test-suite run.")
+    ] = 300.0,
+) -> None:
+    """Score the reference patch (must be 1.0) and the empty patch (must be 0.0) of every task.
+
+    Prints a JSON report; exits 1 when any task fails either check (each one is listed).
+    """
+    from learner.synth.gitrepo import MiningError
+    from learner.synth.verify import verify_tasks
+
+    try:
+        source = _repo_for(file, repo)
+        with progress_bar("verifying") as update:
+            report = verify_tasks(file, source, python, timeout_s=timeout_s, on_progress=update)
+    except (MiningError, ValueError, OSError) as exc:
+        raise fail(exc) from exc
+    typer.echo(json.dumps(report, indent=2))
+    if not report["ok"]:
+        err.print(f"[red]{len(report['failed'])} of {report['tasks']} tasks failed[/red]")
+        raise typer.Exit(1)
+
+
+@tasks_app.command("eval")
+def eval_tasks(
+    file: Annotated[Path, typer.Argument(help="A JSONL file written by `tasks mine`.")],
+    repo: RepoOption = None,
+    adapter: Annotated[
+        str | None, typer.Option(metavar="NAME", help="A published adapter (policy-vN).")
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            metavar="PATH",
+            help="A model folder, run on the embedded backend "
+            "(default: the configured backend and model).",
+        ),
+    ] = None,  # fmt: skip
+    samples: Annotated[int, typer.Option(min=1, help="Rollouts per task.")] = 1,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Rollouts at once (default: cores - 1).")
+    ] = None,
+    statement: Annotated[
+        str, typer.Option(help="precise: names the failing tests; vague: as a person types.")
+    ] = "precise",
+    steps: Annotated[int, typer.Option(min=1, help="Agent steps per rollout at most.")] = 30,
+    wall_s: Annotated[
+        float, typer.Option("--wall-s", min=1, help="Seconds per rollout's agent run.")
+    ] = 600.0,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per agent step.")] = 1024,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            metavar="PATH",
+            help="The interpreter that runs the tests (default: the `python` on PATH).",
+        ),
+    ] = None,  # fmt: skip
+    store: Annotated[
+        bool, typer.Option("--store/--no-store", help="Record rollouts and their model calls.")
+    ] = True,
+) -> None:
+    """Run the product's own agent on every task in a sealed sandbox; print JSON figures.
+
+    Solve rate overall, per tier and per kind, mean steps, tokens, summaries made and wall
+    time. With --store (default) every rollout and each of its model calls (ids, logprobs,
+    adapter) go to the feedback database (an embedded SQLite one is migrated first).
+    """
+    import asyncio
+
+    from apprentice.prepare import prepare_database, settings_or_exit, startup_errors
+    from learner.synth.evaluate import run_eval_command
+    from learner.synth.rollout import RolloutConfig
+    from learner.synth.sandbox import SandboxError
+
+    settings = settings_or_exit(err)
+    try:
+        source = _repo_for(file, repo)
+        config = RolloutConfig(statement=statement, step_limit=steps, wall_s=wall_s,  # type: ignore[arg-type]
+                               max_tokens=max_tokens)  # fmt: skip
+    except (ValueError, OSError) as exc:
+        raise fail(exc) from exc
+    if store:
+        with startup_errors(err):
+            settings.ensure_home()
+            prepare_database(settings)
+    try:
+        report = asyncio.run(
+            run_eval_command(
+                settings, file, repo=source, adapter=adapter, model=model, samples=samples,
+                concurrency=concurrency, config=config, python=python, store=store,
+                progress=lambda line: err.print(line, highlight=False, soft_wrap=True),
+            )
+        )  # fmt: skip
+    except (ValueError, SandboxError, OSError) as exc:
+        raise fail(exc) from exc
+    typer.echo(json.dumps(report, indent=2))

@@ -1,0 +1,18 @@
+"""Synthetic tasks: real tasks mined from a repository's git history, verified, and run.
+
+The package map (issue 12):
+- records.py   `TaskRecord` (the SWE-bench fields plus kind, difficulty, test command),
+               `read_tasks` / `write_tasks` (atomic JSONL), `starting_tree`
+- testrun.py   `run_tests`: a pytest run in a child process, per-test outcomes, a timeout
+               that kills the process group
+- gitrepo.py   gitpython helpers: clean-tree check, commits, test / non-test diffs, trees
+- mutate.py    procedural AST mutations of functions (operators, comparisons, constants,
+               removed statements and branches, swapped arguments)
+- mine.py      `mine_tasks`: revert and mutate tasks, validated by running the tests,
+               problem statements (precise and vague), difficulty tiers
+- verify.py    `verify_tasks`: the reference patch must score 1.0, the empty patch 0.0
+- sandbox.py   a fresh one-commit workspace per rollout, commands under limits
+- reward.py    the reward terms of a rollout
+- rollout.py   one rollout of the product's own agent on a sandbox
+- evaluate.py  `apprentice tasks eval`: rollouts in parallel, a JSON summary
+"""

@@ -1,0 +1,1 @@
+"""Tests of learner/synth: tasks mined from git history, sandboxes, rollouts, rewards."""
