@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/online_learning.py [--model PATH] [--user regex|intent]
         [--accept-regex REGEX] [--rounds N] [--suggestions 64] [--eval-prompts N]
-        [--context LINES] [--backend vllm|embedded] [--epochs E] [--train-seconds S]
+        [--context LINES] [--clients N] [--backend vllm|embedded] [--epochs E] [--train-seconds S]
         [--lr LR] [--max-length T] [--broker-url URL] [--database-url URL]
 
 The bench starts the whole system in a temporary APPRENTICE_HOME: the model (--model: any
@@ -24,7 +24,8 @@ measured prompts. Two simulated users:
   from held-out files (the same prompts every round; their outcomes are never sent).
 
 Round r (0 <= r < N): serve --suggestions completions on fresh train-file prompts (seeded by
-r), send the user's outcomes; serve the held-out prompts (if any); held-out code perplexity
+r; --clients connections at once, default 4, so the model server can batch them), send the
+user's outcomes; serve the held-out prompts (if any); held-out code perplexity
 of the served policy (base + deployed adapter, computed here with transformers + peft);
 POST /v1/admin/runs -> wait for the run -> wait until completions come from its adapter.
 Round N only serves and measures. Per round: acceptance (`acceptance_rate`: on the
@@ -78,33 +79,47 @@ EVAL_SEED = 10_000  # the held-out prompts: one fixed set for every round
 
 
 async def serve(
-    system: System, user: User, prompts: list[Prompt], *, send: bool, max_tokens: int
-) -> dict[str, Any]:
-    """One completion per prompt through the WebSocket; the user's outcome sent (and
-    acknowledged) when `send`, else only judged."""
-    client = await ProtocolClient.connect(system.ws, TOKEN)
-    accepted, adapters, texts = 0, set(), []
-    try:
-        for i, prompt in enumerate(prompts):
-            request = p.CompletionRequest(id=f"c{i}", path=prompt.path, language="python",
-                                          prefix=prompt.prefix, max_tokens=max_tokens)  # fmt: skip
-            await client.send(request)
-            reply = await client.expect(p.CompletionSuggestion)
-            ok = user.accepts(prompt, reply.text)
-            accepted += ok
-            adapters.add(reply.adapter)
-            texts.append(reply.text)
-            if send:
-                await client.send(p.EditOutcome(
-                    suggestion_id=reply.suggestion_id, client_event_id=uuid.uuid4().hex,
-                    outcome="accepted" if ok else "rejected"))  # type: ignore[arg-type]  # fmt: skip
-                await client.expect(p.OutcomeAck)
-    finally:
-        await client.close()
+    system: System, user: User, prompts: list[Prompt], *, send: bool, max_tokens: int,
+    clients: int = 1,
+) -> dict[str, Any]:  # fmt: skip
+    """One completion per prompt through the WebSocket, `clients` connections at once (each
+    one person typing: one request at a time); the user's outcome sent (and acknowledged)
+    when `send`, else only judged."""
+    results: list[tuple[bool, str | None, str]] = [(False, None, "")] * len(prompts)
+    queue = list(enumerate(prompts))
+
+    async def person() -> None:
+        client = await ProtocolClient.connect(system.ws, TOKEN)
+        try:
+            while queue:
+                i, prompt = queue.pop(0)
+                request = p.CompletionRequest(
+                    id=f"c{i}",
+                    path=prompt.path,
+                    language="python",
+                    prefix=prompt.prefix,
+                    max_tokens=max_tokens,
+                )
+                await client.send(request)
+                reply = await client.expect(p.CompletionSuggestion)
+                ok = user.accepts(prompt, reply.text)
+                results[i] = (ok, reply.adapter, reply.text)
+                if send:
+                    await client.send(p.EditOutcome(
+                        suggestion_id=reply.suggestion_id, client_event_id=uuid.uuid4().hex,
+                        outcome="accepted" if ok else "rejected"))  # type: ignore[arg-type]  # fmt: skip
+                    await client.expect(p.OutcomeAck)
+        finally:
+            await client.close()
+
+    await asyncio.gather(*(person() for _ in range(max(1, min(clients, len(prompts))))))
     n = len(prompts)
+    accepted = sum(ok for ok, _, _ in results)
+    texts = [text for _, _, text in results]
     return {"acceptance": round(accepted / n, 4) if n else None, "accepted": accepted, "n": n,
             "distinct_share": round(len(set(texts)) / n, 4) if n else None,
-            "served_by": sorted(map(str, adapters)), "examples": texts[:3]}  # fmt: skip
+            "served_by": sorted({str(a) for _, a, _ in results}),
+            "examples": texts[:3]}  # fmt: skip
 
 
 async def served_adapter(system: System) -> str | None:
@@ -133,6 +148,7 @@ async def learn(system: System, cycle: dict[str, Any], timeout: float = 1800) ->
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"run {queued['id']} still {run['status']} after {timeout} s")
+            system.check_alive()
             await asyncio.sleep(0.5)
     steps = {s["name"]: s for s in run["steps"]}
     metrics = {name: s.get("metrics", {}) for name, s in steps.items()}
@@ -141,6 +157,7 @@ async def learn(system: System, cycle: dict[str, Any], timeout: float = 1800) ->
         while await served_adapter(system) != want:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{want} deployed but not served after {timeout} s")
+            system.check_alive()
             await asyncio.sleep(0.25)
     done = time.time()
     deploy_start = _ts(steps.get("deploy", {}).get("started")) or done
@@ -178,9 +195,11 @@ async def run_bench(args: argparse.Namespace, system: System) -> dict[str, Any]:
     for r in range(args.rounds + 1):
         started = time.monotonic()
         prompts = code_prompts(files.train, args.suggestions, seed=r, context=args.context)
-        learnt = await serve(system, user, prompts, send=True, max_tokens=args.max_tokens)
-        heldout = (await serve(system, user, measured, send=False, max_tokens=args.max_tokens)
-                   if measured else None)  # fmt: skip
+        learnt = await serve(
+            system, user, prompts, send=True, max_tokens=args.max_tokens, clients=args.clients
+        )
+        heldout = (await serve(system, user, measured, send=False, max_tokens=args.max_tokens,
+                               clients=args.clients) if measured else None)  # fmt: skip
         serve_s = time.monotonic() - started
         perplexity = ppl(adapter_dir)
         measure_s = time.monotonic() - started - serve_s
@@ -210,6 +229,7 @@ async def run_bench(args: argparse.Namespace, system: System) -> dict[str, Any]:
     return {
         "model": str(system.model), "user": user.name, "backend": args.backend,
         "suggestions": args.suggestions, "eval_prompts": args.eval_prompts, "cycle": cycle,
+        "clients": args.clients,
         "perplexity_text": {"files": len(ppl.chunks), "tokens": ppl.tokens},
         "summary": [{k: x.get(k) for k in ("round", "acceptance_rate", "distinct_share",
                      "perplexity", "wall_s", "serve_s", "train_s", "deploy_s", "measure_s")}
@@ -241,6 +261,9 @@ def main() -> None:
     parser.add_argument("--eval-prompts", type=int, default=None,
                         help="held-out prompts a round (default: regex 0, intent 64)")  # fmt: skip
     parser.add_argument("--max-tokens", type=int, default=24, help="per completion")
+    parser.add_argument("--clients", type=int, default=4,
+                        help="simulated people typing at once (WebSocket connections); the "
+                        "model server batches their requests")  # fmt: skip
     parser.add_argument("--code-dir", type=Path, help="folder of .py files (default: stdlib)")
     parser.add_argument("--context", type=int, default=15, help="lines before the cursor")
     parser.add_argument("--ppl-files", type=int, default=8, help="held-out files for perplexity")

@@ -42,6 +42,7 @@ class System:
         self.home, self.model, self.backend = home, model, backend
         self.database_url = database_url or f"sqlite:///{home / 'apprentice.db'}"
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.names: dict[str, subprocess.Popen[bytes]] = {}
         self.logs = home / "logs"
         self.logs.mkdir(parents=True)
         self.port = free_port()
@@ -71,6 +72,7 @@ class System:
             proc = subprocess.Popen(argv, cwd=REPO, env={**os.environ, **env}, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         self.procs.append(proc)
+        self.names[name] = proc
         return proc
 
     def wait_http(self, url: str, proc: subprocess.Popen[bytes], name: str, timeout: float) -> None:
@@ -103,6 +105,15 @@ class System:
         server = self.spawn("server", [*cli, "serve"], self.env)
         self.wait_http(f"{self.http}/healthz", server, "server", 300)
         self.spawn("worker", [*cli, "worker"], self.env | {"APPRENTICE_LOG_LEVEL": "INFO"})
+
+    def check_alive(self) -> None:
+        """Raise, with the end of its log, if any process of the system has exited (a worker
+        killed for memory would otherwise leave the bench waiting on a run that never ends)."""
+        for proc in self.procs:
+            if proc.poll() is not None:
+                name = next((n for n, p in self.names.items() if p is proc), "?")
+                tail = (self.logs / f"{name}.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{name} exited {proc.returncode} (signal -N: killed):\n{tail}")
 
     def stop(self) -> None:
         for proc in reversed(self.procs):

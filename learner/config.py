@@ -143,6 +143,14 @@ class TrainConfig(_Frozen):
         "(length-normalised, from the logged behaviour logprobs).",
     )
     batch_size: int = Field(default=8, ge=1, description="Samples per optimizer step.")
+    micro_batch_tokens: int = Field(
+        default=2048,
+        ge=8,
+        description="Most padded tokens (samples x longest row) in one forward/backward pass; "
+        "a batch over it is split and its gradients accumulated. Activation memory grows "
+        "with it: ~2 MB a token on SmolLM2-135M in float32 (8 prompts of 1,000 tokens in one "
+        "pass held 18 GB).",
+    )
     epochs: float = Field(
         default=3.0, gt=0, description="Passes over the training split (fractions allowed)."
     )
@@ -197,6 +205,13 @@ class GateConfig(_Frozen):
         ge=0,
         description="Refuse when the held-out KTO loss is higher than the serving adapter's "
         "by more than this.",
+    )
+    min_per_class: int = Field(
+        default=5,
+        ge=1,
+        description="The accuracy and loss rules decide only when the held-out set has at "
+        "least this many desirable and this many undesirable samples; with fewer they are "
+        "left out (the decision says so) and the other rules decide.",
     )
     max_kl: float = Field(
         default=2.0,

@@ -16,7 +16,9 @@ Metrics per adapter (None = the base model), on the held-out samples:
   makes that loss incomparable between two adapters; this one compares like with like.)
 - `reward_margin`: mean r of desirable minus mean r of undesirable samples.
 The gate refuses non-finite weights or metrics, accuracy below the serving adapter's by more
-than `accuracy_margin`, loss above it by more than `loss_margin`, and KL above `max_kl`.
+than `accuracy_margin`, loss above it by more than `loss_margin`, and KL above `max_kl`. The
+accuracy and loss rules decide only when the held-out set has at least `min_per_class`
+samples of each class (else the decision says why they were left out: KL still decides).
 With `codegen_problems` > 0, `codegen_gate` also runs the first N HumanEval problems with
 both adapters (learner/codegen.py) and refuses a pass@1 below the serving adapter's by more
 than `codegen_margin` (off by default: see GateConfig).
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,8 @@ from learner.train import load_base
 @dataclass(frozen=True)
 class Scores:
     samples: int
+    desirable: int  # held-out samples of each class: the evidence the pairwise rules rest on
+    undesirable: int
     preference_accuracy: float | None
     kl: float
     loss: float
@@ -64,6 +68,7 @@ class Scores:
 class GateDecision:
     accepted: bool
     reasons: list[str]
+    undecided: list[str] = field(default_factory=list)  # rules left out, and why
 
 
 def adapter_is_finite(adapter_dir: Path) -> bool:
@@ -147,6 +152,8 @@ def _scores(
     margin = (sum(good) / len(good) - sum(bad) / len(bad)) if good and bad else None
     return Scores(
         samples=len(rewards),
+        desirable=len(good),
+        undesirable=len(bad),
         preference_accuracy=preference_accuracy(rewards, desirable),
         kl=sum(kls) / len(kls) if kls else 0.0,
         loss=sum(losses) / sum(weights) if sum(weights) > 0 else float("nan"),
@@ -162,6 +169,25 @@ def gate(candidate: Scores, serving: Scores, config: GateConfig, *, finite: bool
     values = [candidate.kl, candidate.loss, candidate.preference_accuracy or 0.0]
     if not all(math.isfinite(v) for v in values):
         reasons.append(f"non-finite held-out metrics: {candidate.as_dict()}")
+    undecided = []
+    fewest = min(candidate.desirable, candidate.undesirable)
+    if fewest < config.min_per_class:
+        # One accepted sample among twenty made the pairwise accuracy 0.118 = 2/17 and the
+        # class-balanced loss hang on that one sample: noise, not evidence of a worse policy.
+        undecided.append(
+            f"preference accuracy and held-out loss not compared: {candidate.desirable} "
+            f"desirable and {candidate.undesirable} undesirable held-out samples (fewer than "
+            f"min_per_class {config.min_per_class} of one class)"
+        )
+    else:
+        reasons += _pairwise_rules(candidate, serving, config)
+    if candidate.kl > config.max_kl:
+        reasons.append(f"KL to the reference {candidate.kl:.4f} exceeds max_kl {config.max_kl}")
+    return GateDecision(accepted=not reasons, reasons=reasons, undecided=undecided)
+
+
+def _pairwise_rules(candidate: Scores, serving: Scores, config: GateConfig) -> list[str]:
+    reasons = []
     if (
         candidate.preference_accuracy is not None
         and serving.preference_accuracy is not None
@@ -176,9 +202,7 @@ def gate(candidate: Scores, serving: Scores, config: GateConfig, *, finite: bool
             f"held-out loss {candidate.loss:.4f} is above the serving adapter's "
             f"{serving.loss:.4f} by more than {config.loss_margin}"
         )
-    if candidate.kl > config.max_kl:
-        reasons.append(f"KL to the reference {candidate.kl:.4f} exceeds max_kl {config.max_kl}")
-    return GateDecision(accepted=not reasons, reasons=reasons)
+    return reasons
 
 
 def codegen_rule(candidate: float, serving: float, config: GateConfig) -> list[str]:

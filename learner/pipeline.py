@@ -132,7 +132,8 @@ def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
             ctx.settings.model_name, heldout,
             {"candidate": candidate, "serving": serving_dir}, config.train,
         )  # fmt: skip
-        reasons = gate(scores["candidate"], scores["serving"], config.gate, finite=finite).reasons
+        decision = gate(scores["candidate"], scores["serving"], config.gate, finite=finite)
+        reasons = decision.reasons
         codegen: dict[str, Any] = {}
         if not reasons:  # HumanEval pass@1, when gate.codegen_problems > 0 (off by default)
             codegen, reasons = codegen_gate(
@@ -145,6 +146,7 @@ def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
             "finite": finite,
             "accepted": not reasons,
             "reasons": reasons,
+            "undecided": decision.undecided,
             **({"codegen": codegen} if codegen else {}),
         }
         if reasons:

@@ -108,3 +108,27 @@ def test_padding_does_not_change_logprobs(base_model: torch.nn.Module, samples: 
     torch.testing.assert_close(alone, padded, atol=1e-4, rtol=1e-4)
     # and they are the logged behaviour logprobs the synthetic samples carry
     torch.testing.assert_close(alone, torch.tensor(short.behaviour_logprobs), atol=1e-4, rtol=0)
+
+
+def test_a_batch_over_the_token_budget_is_split_and_trains_the_same(
+    base_model: torch.nn.Module, samples: list[Any]
+) -> None:
+    """8 prompts of 1,000 tokens in one pass held 18 GB on the real model: a batch over
+    micro_batch_tokens is cut into passes whose gradients accumulate. One class (equal
+    weights) and one sample a pass: the loss of the first step is the unsplit batch's."""
+    from learner.train import micro_batches
+
+    same_class = [s for s in samples if s.desirable][:8]
+    longest = max(len(s.prompt_ids) + len(s.completion_ids) for s in same_class)
+    cuts = micro_batches(same_class, TrainConfig(micro_batch_tokens=2 * longest))
+    assert [k for run in cuts for k in run] == list(range(8)) and all(len(r) <= 2 for r in cuts)
+    assert micro_batches(same_class, TrainConfig(micro_batch_tokens=8)) == [[k] for k in range(8)]
+
+    losses = {}
+    for budget in (8 * longest, 8):
+        config = TrainConfig(max_steps=1, batch_size=8, micro_batch_tokens=budget)
+        policy, _ = make_policy(copy.deepcopy(base_model), config)
+        result = train_policy(policy, same_class, config)
+        assert result.micro_batches == (1 if budget > 8 else 8)
+        losses[budget] = result.losses[0]
+    assert losses[8] == pytest.approx(losses[8 * longest], rel=1e-4)
