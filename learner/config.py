@@ -191,6 +191,32 @@ class TrainConfig(_Frozen):
         return value
 
 
+class TaskTrainConfig(_Frozen):
+    """The task-RL update on the agent's own rollouts (learner/grpo.py explains it); the
+    shapes (rank, lengths, batch and micro-batch sizes, max_seconds) are TrainConfig's."""
+
+    lr: float = Field(default=2e-3, gt=0, description="AdamW learning rate (LoRA weights).")
+    epochs: float = Field(default=1.0, gt=0, description="Passes over the trajectory samples.")
+    max_steps: int | None = Field(
+        default=None, ge=1, description="Stop after this many optimizer steps (None: epochs)."
+    )
+    clip_low: float = Field(
+        default=0.2, gt=0, lt=1, description="PPO clip below: ratio >= 1 - clip_low."
+    )
+    clip_high: float = Field(
+        default=0.28,
+        gt=0,
+        description="PPO clip above: ratio <= 1 + clip_high (higher than clip_low: DAPO's "
+        "clip-higher, so rare good tokens can gain).",
+    )
+    is_cap: float = Field(
+        default=2.0,
+        ge=1.0,
+        description="Cap on the per-token importance weight exp(lp_old - lp_behaviour) "
+        "against the trainer / inference-engine logprob gap (truncated IS).",
+    )
+
+
 class GateConfig(_Frozen):
     """When a trained adapter is refused (compared with the serving one on held-out data)."""
 

@@ -1,0 +1,317 @@
+"""Task RL: group-relative policy gradients on the agent's own rollouts, summaries included.
+
+    groups = group_rollouts(rollouts)                    # K rollouts of one task per group
+    samples, stats = trajectory_samples(groups)          # one sample per model call
+    result = train_trajectories(policy, samples, config) # the LoRA update; result.gap
+
+The algorithm (Dr.GRPO, Liu et al. 2025; DeepSWE, Agentica 2025), per group of K rollouts of
+one task in the product's own harness (learner/synth/rollout.py):
+
+    A_i = r_i - mean_{j != i} r_j                  # leave-one-out baseline, no std division
+    groups whose rewards are all equal: dropped    # A = 0 everywhere: cost, no signal
+    a truncated rollout (a limit cut it off): in its group's baseline, masked from the loss
+    every model call of rollout i -- agent steps and self-summaries alike -- is one sample
+    with advantage A_i: a summary that kept what mattered is credited by the trajectory
+    that solved the task after it (Composer 2's self-summaries, trained by the reward of
+    the whole trajectory). A call made after a summary has the summary in its prompt, so
+    the trajectory is split where the context was summarized without further work.
+
+Per completion token t of a sample, with lp_old the trainer's logprobs under the adapter at
+the start of the update (computed once, no grad) and lp_behaviour the ones the inference
+engine logged when it sampled the token:
+
+    rho = exp(lp_theta - lp_old)
+    w   = min(is_cap, exp(lp_old - lp_behaviour))                  # detached (TIS)
+    l_t = -w * min(rho * A, clip(rho, 1 - clip_low, 1 + clip_high) * A)
+    L   = sum_t l_t / (samples in the batch x max_completion_length)   # Dr.GRPO's constant
+
+Simplifications, and why: lp_old is the policy at the start of the cycle rather than the
+exact adapter of each call (the rollouts of a cycle are sampled by the serving adapter,
+which is where training starts); the clip's upper bound is higher than its lower one
+(DAPO's clip-higher) so that rare good tokens can gain; no KL term, as in Dr.GRPO and
+DeepSWE -- the gate's held-out solve rate and max_kl hold the policy instead. The gap
+between lp_old and lp_behaviour (`Gap`: mean, max, share of tokens whose weight hit the
+cap) is the first thing to read when an update goes wrong: a large gap means the trainer
+and the inference engine disagree about what was sampled (precision, template, adapter).
+
+Tested in tests/learner/test_grpo.py.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from peft import PeftModel
+
+from learner.config import TaskTrainConfig, TrainConfig
+from learner.kto import completion_logits, make_batch, token_logprobs
+from learner.train import micro_batches
+
+
+@dataclass(frozen=True)
+class Call:
+    """One model call of a rollout, as stored in rollout_calls."""
+
+    seq: int
+    kind: str  # "agent" | "summary"
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]  # behaviour logprobs, one per completion id
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """What the update needs of a task_rollouts row."""
+
+    rollout_id: str
+    instance_id: str
+    reward: float
+    truncated: bool
+    calls: tuple[Call, ...]
+
+    @classmethod
+    def of(cls, result: Any, rollout_id: str | None = None) -> Rollout:
+        """From a learner.synth.rollout.RolloutResult (its recorded model calls, in order)."""
+        calls = []
+        for seq, recorded in enumerate(result.calls, start=1):
+            c = recorded.completion
+            ids, logprobs = list(c.prompt_token_ids or []), list(c.logprobs)
+            calls.append(Call(seq, recorded.kind, ids, list(c.token_ids), logprobs))
+        return cls(rollout_id or result.rollout_id or f"{result.instance_id}#{id(result)}",
+                   result.instance_id, result.reward, result.truncated, tuple(calls))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class CallSample:
+    """One model call to train on, with its trajectory's advantage. `desirable` and `weight`
+    are what learner.kto.make_batch lays out: here the weight is the (signed) advantage."""
+
+    rollout_id: str
+    seq: int
+    kind: str
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    behaviour_logprobs: list[float]
+    advantage: float
+
+    @property
+    def desirable(self) -> bool:
+        return self.advantage > 0
+
+    @property
+    def weight(self) -> float:
+        return self.advantage
+
+
+@dataclass
+class GroupStats:
+    groups: int = 0
+    dropped_equal: int = 0  # groups whose rewards were all equal
+    rollouts: int = 0
+    truncated_masked: int = 0
+    samples: int = 0
+    summary_samples: int = 0
+    reward_mean: float = 0.0
+    reward_std: float = 0.0
+
+
+def leave_one_out(rewards: Sequence[float]) -> list[float]:
+    """A_i = r_i - mean of the other rewards of the group (0 for a group of one)."""
+    n, total = len(rewards), sum(rewards)
+    if n < 2:
+        return [0.0] * n
+    return [r - (total - r) / (n - 1) for r in rewards]
+
+
+def group_rollouts(rollouts: Iterable[Rollout]) -> list[list[Rollout]]:
+    """Rollouts grouped by task, in first-seen order."""
+    groups: dict[str, list[Rollout]] = {}
+    for rollout in rollouts:
+        groups.setdefault(rollout.instance_id, []).append(rollout)
+    return list(groups.values())
+
+
+def trajectory_samples(groups: Sequence[Sequence[Rollout]]) -> tuple[list[CallSample], GroupStats]:
+    """One sample per model call of every kept rollout, with its leave-one-out advantage."""
+    samples: list[CallSample] = []
+    stats = GroupStats(groups=len(groups))
+    rewards = [r.reward for group in groups for r in group]
+    stats.rollouts = len(rewards)
+    if rewards:
+        mean = sum(rewards) / len(rewards)
+        stats.reward_mean = mean
+        stats.reward_std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
+    for group in groups:
+        if len({r.reward for r in group}) <= 1:
+            stats.dropped_equal += 1
+            continue
+        for rollout, advantage in zip(group, leave_one_out([r.reward for r in group]), strict=True):
+            if rollout.truncated:
+                stats.truncated_masked += 1
+                continue
+            if advantage == 0:
+                continue
+            for call in rollout.calls:
+                if not call.completion_ids or len(call.logprobs) != len(call.completion_ids):
+                    continue  # nothing sampled, or no behaviour logprobs to weigh it by
+                samples.append(CallSample(rollout.rollout_id, call.seq, call.kind,
+                                          call.prompt_ids, call.completion_ids,
+                                          call.logprobs, advantage))  # fmt: skip
+    stats.samples = len(samples)
+    stats.summary_samples = sum(s.kind == "summary" for s in samples)
+    return samples, stats
+
+
+@dataclass
+class Gap:
+    """lp_old (trainer) against lp_behaviour (inference engine), over every trained token."""
+
+    mean_abs: float = 0.0
+    max_abs: float = 0.0
+    share_capped: float = 0.0  # tokens whose importance weight hit is_cap
+    tokens: int = 0
+
+
+@dataclass
+class TaskTrainResult:
+    steps: int
+    samples: int
+    tokens: int
+    seconds: float
+    losses: list[float] = field(default_factory=list)
+    gap: Gap = field(default_factory=Gap)
+    clip_share: float = 0.0  # tokens whose ratio was clipped, last step
+    stopped_early: bool = False
+
+    def metrics(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["losses"] = [round(x, 6) for x in self.losses]
+        return out
+
+
+def pg_loss(
+    policy: torch.Tensor,
+    old: torch.Tensor,
+    behaviour: torch.Tensor,
+    advantage: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    config: TaskTrainConfig,
+    constant: float,
+) -> tuple[torch.Tensor, float]:
+    """The per-token loss of the module docstring summed over `mask`, over `constant`;
+    returns (loss, share of masked tokens whose ratio was clipped)."""
+    ratio = (policy - old).exp()
+    weight = (old - behaviour).exp().clamp(max=config.is_cap).detach()
+    adv = advantage.unsqueeze(-1)
+    clipped = ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
+    per_token = -weight * torch.minimum(ratio * adv, clipped * adv)
+    loss = (per_token * mask).sum() / constant
+    was_clipped = ((ratio - clipped).abs() > 1e-6).float()
+    share = float((was_clipped * mask).sum() / mask.sum().clamp(min=1))
+    return loss, share
+
+
+@torch.no_grad()
+def old_logprobs(
+    policy: PeftModel, samples: Sequence[CallSample], config: TrainConfig
+) -> list[list[float]]:
+    """lp_old of each completion token under the policy as it is now (adapter on)."""
+    policy.eval()
+    out: list[list[float]] = []
+    for positions in micro_batches(samples, config):
+        batch = make_batch([samples[k] for k in positions], max_length=config.max_length,
+                           max_completion_length=config.max_completion_length)  # fmt: skip
+        lp = token_logprobs(completion_logits(policy, batch), batch)
+        out += [row[mask.bool()].tolist() for row, mask in zip(lp, batch.completion_mask,
+                                                               strict=True)]  # fmt: skip
+    return out
+
+
+def logprob_gap(old: Sequence[Sequence[float]], samples: Sequence[CallSample], cap: float) -> Gap:
+    diffs = [
+        o - b
+        for rows, s in zip(old, samples, strict=True)
+        for o, b in zip(rows, s.behaviour_logprobs[: len(rows)], strict=True)
+    ]
+    if not diffs:
+        return Gap()
+    log_cap = math.log(cap)
+    return Gap(
+        mean_abs=sum(map(abs, diffs)) / len(diffs),
+        max_abs=max(map(abs, diffs)),
+        share_capped=sum(d >= log_cap for d in diffs) / len(diffs),
+        tokens=len(diffs),
+    )
+
+
+def train_trajectories(
+    policy: PeftModel,
+    samples: Sequence[CallSample],
+    train: TrainConfig,
+    config: TaskTrainConfig,
+) -> TaskTrainResult:
+    """Optimize the LoRA weights of `policy` on trajectory samples (one pass per epoch)."""
+    started = time.monotonic()
+    samples = list(samples)
+    result = TaskTrainResult(0, len(samples), 0, 0.0)
+    if not samples:
+        return result
+    # lp_old covers the completion tokens the batch keeps (its first max_completion_length).
+    old = old_logprobs(policy, samples, train)
+    result.gap = logprob_gap(old, samples, config.is_cap)
+    params = [p for p in policy.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=train.weight_decay)
+    per_epoch = math.ceil(len(samples) / train.batch_size)
+    total = config.max_steps or max(1, math.ceil(per_epoch * config.epochs))
+    rng, order = random.Random(train.seed), list[int]()
+    policy.train()
+    for step in range(total):
+        if time.monotonic() - started > train.max_seconds:
+            result.stopped_early = True
+            break
+        if len(order) < train.batch_size:
+            fresh = list(range(len(samples)))
+            rng.shuffle(fresh)
+            order += fresh
+        picked, order = order[: train.batch_size], order[train.batch_size :]
+        chunk = [samples[i] for i in picked]
+        constant = float(len(chunk) * train.max_completion_length)
+        optimizer.zero_grad(set_to_none=True)
+        loss = 0.0
+        for positions in micro_batches(chunk, train):
+            part = [chunk[k] for k in positions]
+            batch = make_batch(part, max_length=train.max_length,
+                               max_completion_length=train.max_completion_length)  # fmt: skip
+            policy_lp = token_logprobs(completion_logits(policy, batch), batch)
+            old_lp = _align([old[picked[k]] for k in positions], batch.completion_mask)
+            advantage = torch.tensor([s.advantage for s in part], dtype=torch.float32)
+            part_loss, result.clip_share = pg_loss(
+                policy_lp, old_lp, batch.behaviour, advantage, batch.completion_mask,
+                config=config, constant=constant,
+            )  # fmt: skip
+            part_loss.backward()
+            loss += float(part_loss.detach())
+            result.tokens += batch.tokens
+        torch.nn.utils.clip_grad_norm_(params, train.grad_clip)
+        optimizer.step()
+        result.losses.append(loss)
+        result.steps = step + 1
+    policy.eval()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _align(rows: Sequence[Sequence[float]], mask: torch.Tensor) -> torch.Tensor:
+    out = torch.zeros_like(mask)
+    span = out.shape[1]
+    for i, row in enumerate(rows):
+        if row:
+            out[i, span - len(row) :] = torch.tensor(row, dtype=out.dtype)
+    return out
