@@ -51,7 +51,7 @@ from peft import PeftModel
 
 from learner.config import TaskTrainConfig, TrainConfig
 from learner.kto import completion_logits, make_batch, token_logprobs
-from learner.train import micro_batches
+from learner.train import align_rows, completion_token_logprobs, draw, micro_batches
 
 
 @dataclass(frozen=True)
@@ -218,22 +218,6 @@ def pg_loss(
     return loss, share
 
 
-@torch.no_grad()
-def old_logprobs(
-    policy: PeftModel, samples: Sequence[CallSample], config: TrainConfig
-) -> list[list[float]]:
-    """lp_old of each completion token under the policy as it is now (adapter on)."""
-    policy.eval()
-    out: list[list[float]] = []
-    for positions in micro_batches(samples, config):
-        batch = make_batch([samples[k] for k in positions], max_length=config.max_length,
-                           max_completion_length=config.max_completion_length)  # fmt: skip
-        lp = token_logprobs(completion_logits(policy, batch), batch)
-        out += [row[mask.bool()].tolist() for row, mask in zip(lp, batch.completion_mask,
-                                                               strict=True)]  # fmt: skip
-    return out
-
-
 def logprob_gap(old: Sequence[Sequence[float]], samples: Sequence[CallSample], cap: float) -> Gap:
     diffs = [
         o - b
@@ -264,7 +248,7 @@ def train_trajectories(
     if not samples:
         return result
     # lp_old covers the completion tokens the batch keeps (its first max_completion_length).
-    old = old_logprobs(policy, samples, train)
+    old = completion_token_logprobs(policy, samples, train, adapter=True)
     result.gap = logprob_gap(old, samples, config.is_cap)
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=train.weight_decay)
@@ -276,11 +260,7 @@ def train_trajectories(
         if time.monotonic() - started > train.max_seconds:
             result.stopped_early = True
             break
-        if len(order) < train.batch_size:
-            fresh = list(range(len(samples)))
-            rng.shuffle(fresh)
-            order += fresh
-        picked, order = order[: train.batch_size], order[train.batch_size :]
+        picked, order = draw(order, len(samples), train.batch_size, rng)
         chunk = [samples[i] for i in picked]
         constant = float(len(chunk) * train.max_completion_length)
         optimizer.zero_grad(set_to_none=True)
@@ -290,7 +270,7 @@ def train_trajectories(
             batch = make_batch(part, max_length=train.max_length,
                                max_completion_length=train.max_completion_length)  # fmt: skip
             policy_lp = token_logprobs(completion_logits(policy, batch), batch)
-            old_lp = _align([old[picked[k]] for k in positions], batch.completion_mask)
+            old_lp = align_rows([old[picked[k]] for k in positions], batch)
             advantage = torch.tensor([s.advantage for s in part], dtype=torch.float32)
             part_loss, result.clip_share = pg_loss(
                 policy_lp, old_lp, batch.behaviour, advantage, batch.completion_mask,
@@ -306,12 +286,3 @@ def train_trajectories(
     policy.eval()
     result.seconds = time.monotonic() - started
     return result
-
-
-def _align(rows: Sequence[Sequence[float]], mask: torch.Tensor) -> torch.Tensor:
-    out = torch.zeros_like(mask)
-    span = out.shape[1]
-    for i, row in enumerate(rows):
-        if row:
-            out[i, span - len(row) :] = torch.tensor(row, dtype=out.dtype)
-    return out

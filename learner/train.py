@@ -17,6 +17,7 @@ Runs on the CPU in float32.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import random
@@ -102,16 +103,16 @@ def _same_shape(parent_dir: Path, config: TrainConfig) -> bool:
 
 
 @torch.no_grad()
-def reference_logprobs(
-    policy: PeftModel, samples: Sequence[Sample], config: TrainConfig
+def completion_token_logprobs(
+    policy: PeftModel, samples: Sequence[Sample], config: TrainConfig, *, adapter: bool = False
 ) -> list[list[float]]:
-    """log pi_ref of each completion token (adapter disabled), per sample, right-aligned."""
+    """log pi of each kept completion token, per sample: the reference (adapter disabled)
+    by default, the policy as it is now with `adapter`."""
     out: list[list[float]] = []
     policy.eval()
-    with policy.disable_adapter():
-        for i in range(0, len(samples), config.batch_size):
-            chunk = samples[i : i + config.batch_size]
-            batch = _batch(chunk, config)
+    with contextlib.nullcontext() if adapter else policy.disable_adapter():
+        for positions in micro_batches(samples, config):
+            batch = _batch([samples[k] for k in positions], config)
             lp = token_logprobs(completion_logits(policy, batch), batch)
             out += _unpad(lp, batch)
     return out
@@ -132,7 +133,7 @@ def train_policy(
     lambdas = class_weights(samples, config.desirable_weight, config.undesirable_weight)
     # With a KL penalty the reference's full distributions are needed at every step (one
     # no-grad forward); without, its token logprobs never change: compute them once.
-    reference = reference_logprobs(policy, samples, config) if not config.kl_coef else None
+    reference = completion_token_logprobs(policy, samples, config) if not config.kl_coef else None
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     per_epoch = math.ceil(len(samples) / config.batch_size)
@@ -145,11 +146,7 @@ def train_policy(
         if time.monotonic() - started > config.max_seconds:
             result.stopped_early = True
             break
-        if len(order) < config.batch_size:
-            fresh = list(range(len(samples)))
-            rng.shuffle(fresh)
-            order += fresh
-        picked, order = order[: config.batch_size], order[config.batch_size :]
+        picked, order = draw(order, len(samples), config.batch_size, rng)
         chunk = [samples[i] for i in picked]
         optimizer.zero_grad(set_to_none=True)
         loss = 0.0
@@ -159,7 +156,8 @@ def train_policy(
             logits = completion_logits(policy, batch)
             policy_lp = token_logprobs(logits, batch)
             if reference is not None:
-                ref, kl = _align([reference[picked[k]] for k in positions], batch), torch.zeros(())
+                ref = align_rows([reference[picked[k]] for k in positions], batch)
+                kl = torch.zeros(())
             else:
                 with torch.no_grad(), policy.disable_adapter():
                     ref_logits = completion_logits(policy, batch)
@@ -188,6 +186,17 @@ def train_policy(
 def save_adapter(policy: PeftModel, out_dir: Path) -> None:
     """Write the adapter in peft format (adapter_config.json + adapter_model.safetensors)."""
     policy.save_pretrained(str(out_dir), safe_serialization=True)
+
+
+def draw(
+    order: list[int], n: int, batch_size: int, rng: random.Random
+) -> tuple[list[int], list[int]]:
+    """(the next batch of sample indices, what is left): epochs of shuffled indices."""
+    if len(order) < batch_size:
+        fresh = list(range(n))
+        rng.shuffle(fresh)
+        order = order + fresh
+    return order[:batch_size], order[batch_size:]
 
 
 def micro_batches(chunk: Sequence[Sample], config: TrainConfig) -> list[list[int]]:
@@ -227,7 +236,7 @@ def _unpad(values: torch.Tensor, batch: Batch) -> list[list[float]]:
     return rows
 
 
-def _align(rows: Sequence[Sequence[float]], batch: Batch) -> torch.Tensor:
+def align_rows(rows: Sequence[Sequence[float]], batch: Batch) -> torch.Tensor:
     """Per-sample lists back into the batch's right-aligned [B, T] layout."""
     out = torch.zeros_like(batch.completion_mask)
     span = out.shape[1]
