@@ -155,6 +155,9 @@ async def test_cancelling_a_stream_consumer_stops_the_generation(
             got.append(chunk)
             if len(got) == 10:
                 asyncio.current_task().cancel()  # type: ignore[union-attr]
+                # The next chunk may already be queued, so the loop could take it
+                # without suspending; cancellation lands at the first suspension.
+                await asyncio.sleep(0)
 
     task = asyncio.create_task(consume())
     with pytest.raises(asyncio.CancelledError):
