@@ -48,7 +48,11 @@ from typing import Any
 
 import torch
 from peft import PeftModel
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload, sessionmaker
 
+from feedback.db import transaction
+from feedback.models import TaskRollout
 from learner.config import TaskTrainConfig, TrainConfig
 from learner.kto import completion_logits, make_batch, token_logprobs
 from learner.train import align_rows, completion_token_logprobs, draw, micro_batches
@@ -85,6 +89,30 @@ class Rollout:
             calls.append(Call(seq, recorded.kind, ids, list(c.token_ids), logprobs))
         return cls(rollout_id or result.rollout_id or f"{result.instance_id}#{id(result)}",
                    result.instance_id, result.reward, result.truncated, tuple(calls))  # fmt: skip
+
+
+def load_rollouts(
+    db: sessionmaker[Session], *, run_id: int | None = None, ids: Sequence[str] | None = None
+) -> list[Rollout]:
+    """Stored rollouts (task_rollouts and their rollout_calls), of one run or by id, oldest
+    first, as the update reads them. A call stored without its prompt ids cannot be replayed
+    and makes its whole rollout unusable: such rollouts are left out."""
+    with transaction(db) as s:
+        query = select(TaskRollout).options(selectinload(TaskRollout.calls))
+        if run_id is not None:
+            query = query.where(TaskRollout.run_id == run_id)
+        if ids is not None:
+            query = query.where(TaskRollout.id.in_(list(ids)))
+        rows = s.scalars(query.order_by(TaskRollout.created_at, TaskRollout.id)).all()
+        rollouts = []
+        for row in rows:
+            if any(c.prompt_token_ids is None for c in row.calls):
+                continue
+            calls = tuple(Call(c.seq, c.kind, list(c.prompt_token_ids or []),
+                               list(c.completion_token_ids), list(c.logprobs))
+                          for c in row.calls)  # fmt: skip
+            rollouts.append(Rollout(row.id, row.instance_id, row.reward, row.truncated, calls))
+        return rollouts
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from agent_server.agent.scripted import ScriptedModel
 from agent_server.agent.summarizer import SummarizerConfig
 from feedback.db import transaction
 from feedback.models import SessionEvent, TaskRollout
+from learner.grpo import Rollout, load_rollouts
 from learner.synth.records import TaskRecord
 from learner.synth.rollout import RolloutConfig, load_calls, run_rollout
 from learner.synth.sandbox import SandboxConfig
@@ -107,6 +108,8 @@ async def test_calls_summaries_included_are_stored_in_order(
         kinds = s.scalars(select(SessionEvent.kind).where(
             SessionEvent.session_id == result.session_id)).all()  # fmt: skip
         assert "summary" in kinds  # the trajectory went through production's recorder
+    # what the update reads back is what the agent did, call for call
+    assert load_rollouts(db, ids=[result.rollout_id]) == [Rollout.of(result)]
 
 
 async def test_hung_command_and_hung_test_are_stopped_and_recorded() -> None:
