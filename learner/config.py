@@ -263,6 +263,14 @@ class GateConfig(_Frozen):
         "than the serving adapter's by more than this (one problem is 1/N of pass@1).",
     )
 
+    solve_margin: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="Task cycles: refuse when the candidate's solve rate on held-out tasks is "
+        "lower than the serving adapter's by more than this (one rollout of 20 is 0.05).",
+    )
+
 
 class DeployConfig(_Frozen):
     """Putting a published adapter into service."""

@@ -21,7 +21,9 @@ accuracy and loss rules decide only when the held-out set has at least `min_per_
 samples of each class (else the decision says why they were left out: KL still decides).
 With `codegen_problems` > 0, `codegen_gate` also runs the first N HumanEval problems with
 both adapters (learner/codegen.py) and refuses a pass@1 below the serving adapter's by more
-than `codegen_margin` (off by default: see GateConfig).
+than `codegen_margin` (off by default: see GateConfig). A task cycle adds `solve_rule`: the
+candidate's solve rate on held-out tasks (never trained on) below the serving adapter's by
+more than `solve_margin` is refused.
 Tested in tests/learner/test_train.py and tests/learner/test_gate.py.
 """
 
@@ -211,6 +213,38 @@ def codegen_rule(candidate: float, serving: float, config: GateConfig) -> list[s
         return [
             f"HumanEval pass@1 {candidate:.3f} (first {config.codegen_problems} problems) is "
             f"below the serving adapter's {serving:.3f} by more than {config.codegen_margin}"
+        ]
+    return []
+
+
+@dataclass(frozen=True)
+class SolveRate:
+    """Held-out task rollouts solved by one adapter."""
+
+    solved: int
+    tried: int
+
+    @property
+    def rate(self) -> float:
+        return self.solved / self.tried if self.tried else 0.0
+
+    @classmethod
+    def of(cls, report: dict[str, Any]) -> SolveRate:
+        """From learner.synth.evaluate's report of one adapter on the held-out tasks."""
+        return cls(int(report["solved"]), int(report["rollouts"]))
+
+
+def solve_rule(candidate: SolveRate, serving: SolveRate, config: GateConfig) -> list[str]:
+    """The gate's task rule: a reason when the candidate solves fewer held-out tasks than the
+    serving adapter by more than `solve_margin` (rates of the same tasks, same samples)."""
+    if candidate.tried != serving.tried:
+        return [f"held-out solve rates are not comparable: {candidate.tried} rollouts of the "
+                f"candidate against {serving.tried} of the serving adapter"]  # fmt: skip
+    if candidate.rate < serving.rate - config.solve_margin - 1e-9:
+        return [
+            f"held-out solve rate {candidate.rate:.3f} ({candidate.solved}/{candidate.tried}) "
+            f"is below the serving adapter's {serving.rate:.3f} ({serving.solved}/"
+            f"{serving.tried}) by more than {config.solve_margin}"
         ]
     return []
 

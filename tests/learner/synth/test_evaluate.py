@@ -16,6 +16,8 @@ import time
 import pytest
 
 from agent_server.agent.scripted import ScriptedModel
+from learner.config import GateConfig
+from learner.evaluate import SolveRate, solve_rule
 from learner.synth.evaluate import evaluate_tasks
 from learner.synth.records import TaskRecord
 from learner.synth.rollout import RolloutConfig
@@ -111,3 +113,26 @@ async def test_bad_input_is_refused() -> None:
         await evaluate_tasks([], ScriptedModel([]), files_for=lambda t: FILES)
     with pytest.raises(ValueError, match="repo"):
         await evaluate_tasks([EASY], ScriptedModel([]))
+
+
+async def test_the_gate_refuses_a_candidate_that_solves_fewer_heldout_tasks() -> None:
+    """Both adapters roll out the same held-out task four times; the candidate fixes it once,
+    the serving adapter three times: 0.25 against 0.75 is beyond the 0.1 margin."""
+
+    async def rate(fixes: int) -> SolveRate:
+        def model(task: TaskRecord, sample: int) -> ScriptedModel:
+            return ScriptedModel([FIX, FINISH] if sample < fixes else [FINISH])
+
+        report = await evaluate_tasks([EASY], model, files_for=lambda t: FILES, samples=4,
+                                      concurrency=2, config=CONFIG)  # fmt: skip
+        return SolveRate.of(report)
+
+    candidate, serving = await rate(1), await rate(3)
+    assert (candidate.solved, serving.solved, candidate.tried) == (1, 3, 4)
+    config = GateConfig(solve_margin=0.1)
+    reasons = solve_rule(candidate, serving, config)
+    assert len(reasons) == 1 and "0.250 (1/4)" in reasons[0] and "0.750 (3/4)" in reasons[0]
+    assert solve_rule(serving, candidate, config) == []  # a better candidate passes
+    assert solve_rule(SolveRate(3, 4), serving, config) == []  # an equal one too
+    assert solve_rule(candidate, serving, GateConfig(solve_margin=0.5)) == []  # within margin
+    assert solve_rule(candidate, SolveRate(3, 8), config)  # different sets: not compared
