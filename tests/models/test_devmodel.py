@@ -192,6 +192,20 @@ def test_held_out_loss_dropped(dev_model_dir: Path) -> None:
     assert manifest["chat_loss_after"] < manifest["chat_loss_before"] - 1.0
 
 
+def test_the_corpus_is_the_pinned_commit_not_the_tree_on_disk(tmp_path: Path) -> None:
+    """Edits to the tree must not change the dev model the tests run on: its project files
+    come from corpus.PINNED_COMMIT (which a fresh clone has), whatever is on disk."""
+    pinned = corpus._pinned_files(REPO, corpus.PINNED_COMMIT, "project")
+    assert pinned, f"commit {corpus.PINNED_COMMIT} is not in this clone: CI would build from disk"
+    names = {f.name for f in pinned}
+    assert "project/agent_server/models/devmodel/corpus.py" in names
+    old = next(f for f in pinned if f.name == "project/agent_server/models/devmodel/corpus.py")
+    assert "PINNED_COMMIT" not in old.text  # the file as it was then, not as it is now
+    project = [f for f in corpus.collect(stdlib_root=tmp_path) if f.name.startswith("project/")]
+    assert sorted(f.name for f in project) == sorted(names)
+    assert corpus._pinned_files(tmp_path, corpus.PINNED_COMMIT, "project") is None  # no git
+
+
 def _snapshot_project(dest: Path) -> Path:
     """The repository's .py files as they are now: other people edit the tree meanwhile."""
     for f in corpus.collect(project_root=REPO):

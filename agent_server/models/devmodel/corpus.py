@@ -1,9 +1,15 @@
 """The dev model's training text: Python source on disk, plus a little chat-formatted data.
 
 Sources: the standard library of the running interpreter (`sysconfig.get_paths()["stdlib"]`,
-without site-packages) and this repository's own `.py` files. Files are listed in a fixed
-order (by their corpus-relative name) and split into train / held-out by a hash of that name,
-so the split never depends on the seed or on which files exist besides.
+without site-packages) and this repository's own `.py` files **as of a pinned commit**
+(`PINNED_COMMIT`, read with `git archive`), not as they are on disk: every edit to the tree
+would otherwise build a different dev model, and tests of its behaviour (an end-of-turn
+token, a gate decision) would change with unrelated commits. Without git or that commit (an
+image built without `.git`, a shallow clone) the tree on disk is used, and the build says so.
+Move the pin deliberately, in a commit of its own, and run the dev-model tests with it.
+Files are listed in a fixed order (by their corpus-relative name) and split into train /
+held-out by a hash of that name, so the split never depends on the seed or on which files
+exist besides.
 
 Used by build.py; try it with
 `.venv/bin/python -c "from agent_server.models.devmodel.corpus import *; print(len(collect()))"`.
@@ -12,12 +18,21 @@ Used by build.py; try it with
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import logging
 import random
+import subprocess
 import sysconfig
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
+
+# The commit whose .py files are the project part of the corpus (see the docstring).
+PINNED_COMMIT = "a8c7bc3da50f513e8bde4b919e2604bfb751572a"
 
 # Folders that hold no hand-written source worth learning from, or other people's packages.
 _SKIP_PARTS = frozenset(
@@ -60,6 +75,33 @@ def default_project_root() -> Path:
     return Path(__file__).resolve().parents[3]
 
 
+def _pinned_files(root: Path, commit: str, prefix: str) -> list[SourceFile] | None:
+    """The `.py` files of `commit` in the git repository at `root`; None without one."""
+    try:
+        tar = subprocess.run(
+            ["git", "-C", str(root), "archive", "--format=tar", commit],
+            capture_output=True, check=True, timeout=120,
+        ).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    files: list[SourceFile] = []
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        for member in archive.getmembers():
+            rel = Path(member.name)
+            if not member.isfile() or rel.suffix != ".py" or _SKIP_PARTS.intersection(rel.parts):
+                continue
+            if member.size > _MAX_FILE_BYTES:
+                continue
+            data = archive.extractfile(member)
+            try:
+                text = data.read().decode("utf-8") if data is not None else ""
+            except UnicodeDecodeError:
+                continue
+            if text.strip():
+                files.append(SourceFile(f"{prefix}/{rel.as_posix()}", text))
+    return files
+
+
 def _python_files(root: Path, prefix: str) -> list[SourceFile]:
     files: list[SourceFile] = []
     for path in root.rglob("*.py"):
@@ -78,10 +120,19 @@ def _python_files(root: Path, prefix: str) -> list[SourceFile]:
 
 
 def collect(stdlib_root: Path | None = None, project_root: Path | None = None) -> list[SourceFile]:
-    """Every corpus file, sorted by name (deterministic order, independent of the disk)."""
+    """Every corpus file, sorted by name (deterministic order, independent of the disk).
+    `project_root` given: that folder's files as they are; else this repository's at
+    PINNED_COMMIT (the tree on disk where git or the commit is missing)."""
     stdlib = stdlib_root or Path(sysconfig.get_paths()["stdlib"])
-    project = project_root or default_project_root()
-    files = _python_files(stdlib, "stdlib") + _python_files(project, "project")
+    if project_root is not None:
+        project = _python_files(project_root, "project")
+    else:
+        pinned = _pinned_files(default_project_root(), PINNED_COMMIT, "project")
+        if pinned is None:
+            log.warning("commit %s not found: the dev model's corpus is the tree on disk, "
+                        "so its build differs from CI's", PINNED_COMMIT[:12])  # fmt: skip
+        project = pinned if pinned is not None else _python_files(default_project_root(), "project")
+    files = _python_files(stdlib, "stdlib") + project
     files.sort(key=lambda f: f.name)
     return files
 
