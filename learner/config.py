@@ -262,7 +262,6 @@ class GateConfig(_Frozen):
         description="With codegen_problems > 0: refuse when the candidate's pass@1 is lower "
         "than the serving adapter's by more than this (one problem is 1/N of pass@1).",
     )
-
     solve_margin: float = Field(
         default=0.1,
         ge=0,

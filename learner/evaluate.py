@@ -24,7 +24,8 @@ both adapters (learner/codegen.py) and refuses a pass@1 below the serving adapte
 than `codegen_margin` (off by default: see GateConfig). A task cycle adds `solve_rule`: the
 candidate's solve rate on held-out tasks (never trained on) below the serving adapter's by
 more than `solve_margin` is refused.
-Tested in tests/learner/test_train.py and tests/learner/test_gate.py.
+Tested in tests/learner/test_train.py, tests/learner/test_gate.py and (solve_rule)
+tests/learner/synth/test_evaluate.py.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """Task RL: group-relative policy gradients on the agent's own rollouts, summaries included.
 
+    rollouts = load_rollouts(db, run_id=run_id)          # or Rollout.of(result) in memory
     groups = group_rollouts(rollouts)                    # K rollouts of one task per group
     samples, stats = trajectory_samples(groups)          # one sample per model call
     result = train_trajectories(policy, samples, config) # the LoRA update; result.gap
@@ -39,6 +40,7 @@ Tested in tests/learner/test_grpo.py.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
@@ -56,6 +58,8 @@ from feedback.models import TaskRollout
 from learner.config import TaskTrainConfig, TrainConfig
 from learner.kto import completion_logits, make_batch, token_logprobs
 from learner.train import align_rows, completion_token_logprobs, draw, micro_batches
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -104,15 +108,19 @@ def load_rollouts(
         if ids is not None:
             query = query.where(TaskRollout.id.in_(list(ids)))
         rows = s.scalars(query.order_by(TaskRollout.created_at, TaskRollout.id)).all()
-        rollouts = []
+        rollouts, unusable = [], []
         for row in rows:
             if any(c.prompt_token_ids is None for c in row.calls):
+                unusable.append(row.id)
                 continue
-            calls = tuple(Call(c.seq, c.kind, list(c.prompt_token_ids or []),
+            calls = tuple(Call(c.seq, c.kind, list(c.prompt_token_ids),
                                list(c.completion_token_ids), list(c.logprobs))
                           for c in row.calls)  # fmt: skip
             rollouts.append(Rollout(row.id, row.instance_id, row.reward, row.truncated, calls))
-        return rollouts
+    if unusable:
+        log.warning("%d stored rollouts left out: a call without its prompt ids (%s)",
+                    len(unusable), ", ".join(unusable[:5]))  # fmt: skip
+    return rollouts
 
 
 @dataclass(frozen=True)
