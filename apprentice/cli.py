@@ -140,11 +140,16 @@ def worker(model: ModelOption = None) -> None:
 
 
 @app.command()
-def learn() -> None:
+def learn(
+    tasks: Annotated[Path | None, typer.Option(metavar="REPO", help=(
+        "Run a task cycle instead: tasks mined from this git repository (with a pytest "
+        "suite), rolled out by the agent, trained on, gated on held-out tasks."))] = None,
+    python: Annotated[str, typer.Option(help="With --tasks: what runs its tests.")] = "python",
+) -> None:  # fmt: skip
     """Run one learning cycle in the foreground and print its metrics."""
     from learner.cli import learn_once
 
-    raise typer.Exit(learn_once(load_settings(), err))
+    raise typer.Exit(learn_once(load_settings(), err, tasks_repo=tasks, python=python))
 
 
 @app.command()

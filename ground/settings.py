@@ -133,6 +133,12 @@ class Settings(BaseSettings):
     learner_min_feedback: int = Field(
         default=16, ge=1, description="A scheduled cycle is skipped below this many new outcomes."
     )
+    learner_task_repo: Path | None = Field(
+        default=None,
+        description="A git repository with a pytest suite. When set, a scheduled slot with "
+        "too little new feedback runs a task cycle instead: tasks mined from its history, "
+        "rolled out by the agent, trained on (learner/taskcycle.py).",
+    )
     learner_queue: str = Field(
         default="learner",
         min_length=1,

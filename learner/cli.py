@@ -1,7 +1,8 @@
 """What `apprentice worker` and `apprentice learn` run (apprentice/cli.py calls these).
 
     apprentice worker        # a Celery worker on the learner queue (--pool=solo, 1 task)
-    apprentice learn         # one cycle in the foreground: progress on stderr, metrics JSON
+    apprentice learn [--tasks REPO]  # one cycle in the foreground (a task cycle with
+                             # --tasks): progress on stderr, metrics JSON
                              # on stdout; exit 0 succeeded/skipped, 1 failed, 2 no database
 
 `run_worker(settings, beat=True)` also runs the schedule inside the worker process (what
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -40,18 +42,34 @@ def run_worker(settings: Settings, *, beat: bool = False) -> None:
     app.worker_main(argv)
 
 
-def learn_once(settings: Settings, err: Console) -> int:
-    """One full cycle in this process; prints the run's metrics as JSON on stdout."""
-    from feedback.db import make_engine, make_sessionmaker
+def learn_once(
+    settings: Settings, err: Console, *, tasks_repo: Path | None = None, python: str = "python"
+) -> int:
+    """One full cycle in this process (a task cycle on `tasks_repo` when given); prints the
+    run's metrics as JSON on stdout."""
+    from feedback.db import make_engine, make_sessionmaker, transaction
     from feedback.migrate import current_revision
-    from learner.pipeline import STEPS, Context, create_cycle, run_cycle
+    from feedback.queries import get_run
+    from learner.pipeline import Context, create_cycle, run_config, run_cycle, steps_of
 
+    overrides = None
+    if tasks_repo is not None:
+        if not (tasks_repo / ".git").exists():
+            err.print(f"[red]error:[/red] {tasks_repo}: not a git repository")
+            return 2
+        overrides = {
+            "kind": "tasks",
+            "tasks": {"repo": str(tasks_repo.resolve()), "python": python},
+        }
     settings.ensure_home()
     if current_revision(settings.database_url) is None:
         err.print("[red]error:[/red] the feedback database is empty: run `apprentice db upgrade`")
         return 2
     engine = make_engine(settings.database_url)
     ctx = Context(settings, make_sessionmaker(engine))
+    run_id = create_cycle(ctx, trigger="cli", overrides=overrides)
+    with transaction(ctx.db) as db:
+        steps = steps_of(run_config(get_run(db, run_id=run_id)))
     with Progress(
         TextColumn("{task.description:<10}"),
         BarColumn(),
@@ -59,13 +77,15 @@ def learn_once(settings: Settings, err: Console) -> int:
         TimeElapsedColumn(),
         console=err,
     ) as bar:
-        tasks = {name: bar.add_task(name, total=None, start=False, info="") for name in STEPS}
+        tasks = {name: bar.add_task(name, total=None, start=False, info="") for name in steps}
 
         def progress(step: str, info: dict[str, Any]) -> None:
             task = tasks[step]
             status = info.get("status")
             if status == "running":
                 bar.start_task(task)
+            elif status == "progress" and "line" in info:  # a rollout ended
+                bar.update(task, info=info["line"][:80])
             elif status == "progress":
                 bar.update(task, completed=info["step"], total=info["total"],
                            info=f"loss {info['loss']:.4f}")  # fmt: skip
@@ -74,7 +94,7 @@ def learn_once(settings: Settings, err: Console) -> int:
                 bar.update(task, total=1, completed=1, info=f"{status} {detail}"[:80])
 
         ctx.progress = progress
-        run = run_cycle(ctx, create_cycle(ctx, trigger="cli"))
+        run = run_cycle(ctx, run_id)
     report = {
         "run_id": run.id,
         "status": run.status,

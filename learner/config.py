@@ -11,12 +11,14 @@ ValueError that says how to fix it. Nothing to run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from agent_server.models.vllm_command import MAX_LORA_RANK
 from feedback.vocab import LABEL_KINDS
+from learner.config_tasks import Frozen as _Frozen
+from learner.config_tasks import TasksConfig, TaskTrainConfig  # noqa: F401  (re-exported)
 
 # LoRA defaults, chosen for the default model, SmolLM2-135M-Instruct (a Llama: 30 layers,
 # hidden 576, MLP 1536, 9 query / 3 key-value heads of 64), and fine for the dev model:
@@ -40,10 +42,6 @@ LINEAR_LAYERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
 # vLLM refuses an adapter of a larger rank than its --max-lora-rank: the learner never
 # trains one (the same constant builds vLLM's command line).
 MAX_RANK = MAX_LORA_RANK
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class DataConfig(_Frozen):
@@ -191,32 +189,6 @@ class TrainConfig(_Frozen):
         return value
 
 
-class TaskTrainConfig(_Frozen):
-    """The task-RL update on the agent's own rollouts (learner/grpo.py explains it); the
-    shapes (rank, lengths, batch and micro-batch sizes, max_seconds) are TrainConfig's."""
-
-    lr: float = Field(default=2e-3, gt=0, description="AdamW learning rate (LoRA weights).")
-    epochs: float = Field(default=1.0, gt=0, description="Passes over the trajectory samples.")
-    max_steps: int | None = Field(
-        default=None, ge=1, description="Stop after this many optimizer steps (None: epochs)."
-    )
-    clip_low: float = Field(
-        default=0.2, gt=0, lt=1, description="PPO clip below: ratio >= 1 - clip_low."
-    )
-    clip_high: float = Field(
-        default=0.28,
-        gt=0,
-        description="PPO clip above: ratio <= 1 + clip_high (higher than clip_low: DAPO's "
-        "clip-higher, so rare good tokens can gain).",
-    )
-    is_cap: float = Field(
-        default=2.0,
-        ge=1.0,
-        description="Cap on the per-token importance weight exp(lp_old - lp_behaviour) "
-        "against the trainer / inference-engine logprob gap (truncated IS).",
-    )
-
-
 class GateConfig(_Frozen):
     """When a trained adapter is refused (compared with the serving one on held-out data)."""
 
@@ -290,10 +262,17 @@ class DeployConfig(_Frozen):
 class LearnerConfig(_Frozen):
     """Everything one learning cycle needs beyond Settings."""
 
+    kind: Literal["feedback", "tasks"] = Field(
+        default="feedback",
+        description="feedback: people's outcomes (collect -> train -> evaluate -> publish -> "
+        "deploy); tasks: the agent's own rollouts of mined tasks (tasks -> rollouts -> train "
+        "-> evaluate -> publish -> deploy; see `tasks`).",
+    )
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
     deploy: DeployConfig = Field(default_factory=DeployConfig)
+    tasks: TasksConfig = Field(default_factory=TasksConfig)
     retries: int = Field(
         default=3,
         ge=0,
@@ -303,6 +282,13 @@ class LearnerConfig(_Frozen):
     retry_backoff_s: float = Field(
         default=5.0, ge=0, description="First wait before a retry; doubles each time."
     )
+
+    @model_validator(mode="after")
+    def _task_cycle_has_a_repo(self) -> LearnerConfig:
+        if self.kind == "tasks" and self.tasks.repo is None:
+            raise ValueError("a task cycle (kind: tasks) needs tasks.repo: the git repository "
+                             "its tasks are mined from")  # fmt: skip
+        return self
 
     @model_validator(mode="after")
     def _weights_known(self) -> LearnerConfig:

@@ -1,6 +1,9 @@
 """The learning cycle as plain functions that take a run id: collect -> train -> evaluate ->
-publish -> deploy. Celery tasks (learner/tasks.py) call them; so does `apprentice learn`
-(`run_cycle`, in the foreground, no broker), and so do the tests.
+publish -> deploy for people's feedback; tasks -> rollouts -> train -> evaluate -> publish ->
+deploy for a task cycle (`kind: tasks`; the agent's own rollouts of mined tasks, trained on
+with learner/grpo.py, gated on held-out tasks: learner/taskcycle.py). Celery tasks
+(learner/tasks.py) call them; so does `apprentice learn` (`run_cycle`, in the foreground, no
+broker), and so do the tests.
 
     ctx = Context(settings, sessionmaker)
     run_id = create_cycle(ctx, trigger="cli", overrides={"train": {"max_steps": 20}})
@@ -19,8 +22,6 @@ bookkeeping, re-exported here).
 from __future__ import annotations
 
 import asyncio
-import shutil
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -49,12 +50,18 @@ from learner.runs import (  # noqa: F401  (re-exported: the steps' vocabulary)
     fail_run,
     recorded_step,
     run_config,
+    save_candidate,
     scheduled_run,
     skip_run,
     step_metrics,
 )
 
 STEPS = ("collect", "train", "evaluate", "publish", "deploy")
+TASK_STEPS = ("tasks", "rollouts", "train", "evaluate", "publish", "deploy")
+
+
+def steps_of(config: LearnerConfig) -> tuple[str, ...]:
+    return TASK_STEPS if config.kind == "tasks" else STEPS
 
 
 # ---- the steps ------------------------------------------------------------------------------
@@ -91,10 +98,41 @@ def collect(ctx: Context, run_id: int) -> dict[str, Any]:
     return recorded_step(ctx, run_id, "collect", body)
 
 
+def tasks(ctx: Context, run_id: int) -> dict[str, Any]:
+    def body(config: LearnerConfig) -> dict[str, Any]:
+        from learner.taskcycle import prepare_tasks
+
+        ctx.run_dir(run_id).mkdir(parents=True, exist_ok=True)
+        return prepare_tasks(ctx.settings, config.tasks, ctx.run_dir(run_id), run_id)
+
+    return recorded_step(ctx, run_id, "tasks", body)
+
+
+def rollouts(ctx: Context, run_id: int) -> dict[str, Any]:
+    def body(config: LearnerConfig) -> dict[str, Any]:
+        from learner.taskcycle import read_plan, roll_out, rollout_metrics, serving
+
+        records, plan = read_plan(ctx.run_dir(run_id))
+        version, adapter = serving(ctx)
+        chosen = [records[i] for i in plan["chosen"]]
+        report = roll_out(ctx, run_id, chosen, config=config.tasks, adapter=adapter,
+                          samples=config.tasks.samples)  # fmt: skip
+        name = adapter[0] if adapter else None
+        metrics = rollout_metrics(ctx.db, run_id=run_id, instance_ids=plan["chosen"],
+                                  adapter=name)  # fmt: skip
+        return {**metrics, "serving_version": version, "wall_s": report["wall_s"]}
+
+    return recorded_step(ctx, run_id, "rollouts", body)
+
+
 def train(ctx: Context, run_id: int) -> dict[str, Any]:
     def body(config: LearnerConfig) -> dict[str, Any]:
+        if config.kind == "tasks":
+            from learner.taskcycle import train_on_rollouts
+
+            return train_on_rollouts(ctx, run_id, config)
         from learner.data import read_snapshot
-        from learner.train import load_base, make_policy, save_adapter, train_policy
+        from learner.train import load_base, make_policy, train_policy
 
         samples = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if not s.heldout]
         with transaction(ctx.db) as db:
@@ -108,11 +146,7 @@ def train(ctx: Context, run_id: int) -> dict[str, Any]:
 
         result = train_policy(policy, samples, config.train, progress=progress)
         result.parent_used = used
-        final = ctx.run_dir(run_id) / "candidate"
-        tmp = final.with_name(f".candidate-{uuid.uuid4().hex[:8]}")
-        save_adapter(policy, tmp)
-        shutil.rmtree(final, ignore_errors=True)  # a complete one from an earlier attempt
-        tmp.rename(final)
+        save_candidate(ctx, run_id, policy)
         return {**result.metrics(), "parent_version": parent_version if used else None}
 
     return recorded_step(ctx, run_id, "train", body)
@@ -120,6 +154,10 @@ def train(ctx: Context, run_id: int) -> dict[str, Any]:
 
 def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
     def body(config: LearnerConfig) -> dict[str, Any]:
+        if config.kind == "tasks":
+            from learner.taskcycle import evaluate_heldout
+
+            return evaluate_heldout(ctx, run_id, config)
         from learner.data import read_snapshot
         from learner.evaluate import adapter_is_finite, codegen_gate, gate, score_adapters
 
@@ -220,14 +258,17 @@ def deploy(ctx: Context, run_id: int) -> dict[str, Any]:
 
 
 STEP_FUNCTIONS: dict[str, Callable[[Context, int], dict[str, Any]]] = {
-    "collect": collect, "train": train, "evaluate": evaluate, "publish": publish,
-    "deploy": deploy,
+    "collect": collect, "tasks": tasks, "rollouts": rollouts, "train": train,
+    "evaluate": evaluate, "publish": publish, "deploy": deploy,
 }  # fmt: skip
 
 
 def run_cycle(ctx: Context, run_id: int) -> LearnerRun:
     """All steps in this process, in order (`apprentice learn`); returns the finished run."""
-    for name in STEPS:
+    with transaction(ctx.db) as db:
+        run = get_run(db, run_id=run_id)
+        steps = steps_of(run_config(run)) if run is not None else STEPS
+    for name in steps:
         try:
             STEP_FUNCTIONS[name](ctx, run_id)
         except RunSkipped as exc:

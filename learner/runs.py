@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import shutil
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +24,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from agent_server.models.base import ModelBackend
 from agent_server.models.deployments import deployment_backend
+from agent_server.models.factory import build_backend
 from feedback.db import transaction
 from feedback.models import LearnerRun
 from feedback.queries import create_run, finish_run, get_run, start_run, update_run_step
@@ -55,6 +59,7 @@ class Context:
     db: sessionmaker[Session]
     defaults: LearnerConfig = field(default_factory=LearnerConfig)
     deployer: Callable[[Settings, Any], Deployer] = make_deployer
+    backend: Callable[[Settings], ModelBackend] = build_backend  # what task rollouts run on
     progress: Progress | None = None
 
     def run_dir(self, run_id: int) -> Path:
@@ -78,7 +83,8 @@ def create_cycle(ctx: Context, *, trigger: str, overrides: dict[str, Any] | None
 
 def scheduled_run(ctx: Context) -> int | None:
     """What the schedule does: a queued run when `learner_min_feedback` decisive outcomes
-    arrived since the last successful run and no run is in progress; else None.
+    arrived since the last successful run and no run is in progress; with fewer, a task cycle
+    on `learner_task_repo` when it is set; else None.
 
     A run still queued or running after 5 visibility timeouts is taken for dead (its worker
     was killed on a broker that does not redeliver) and no longer blocks the schedule.
@@ -96,6 +102,14 @@ def scheduled_run(ctx: Context) -> int | None:
         fresh = new_outcome_count(
             db, after_outcome_id=training_cursor(db), settle_s=ctx.defaults.data.settle_s
         )
+    if (
+        busy is None
+        and fresh < ctx.settings.learner_min_feedback
+        and ctx.settings.learner_task_repo
+    ):
+        log.info("%s new outcomes: a task cycle on %s", fresh, ctx.settings.learner_task_repo)
+        tasks = {"kind": "tasks", "tasks": {"repo": str(ctx.settings.learner_task_repo)}}
+        return create_cycle(ctx, trigger="schedule", overrides=tasks)
     if busy is not None or fresh < ctx.settings.learner_min_feedback:
         log.info("no cycle: run %s in progress, %s new outcomes", busy, fresh)
         return None
@@ -175,3 +189,14 @@ def skip_run(ctx: Context, run_id: int, step: str, reason: str) -> None:
         update_run_step(db, run_id=run_id, name=step, status="skipped", metrics={"reason": reason})
         finish_run(db, run_id=run_id, status="skipped", error=reason)
     ctx.report(step, {"status": "skipped", "reason": reason})
+
+
+def save_candidate(ctx: Context, run_id: int, policy: Any) -> None:
+    """The trained adapter as run-N/candidate, whole or not at all (a temporary name)."""
+    from learner.train import save_adapter
+
+    final = ctx.run_dir(run_id) / "candidate"
+    tmp = final.with_name(f".candidate-{uuid.uuid4().hex[:8]}")
+    save_adapter(policy, tmp)
+    shutil.rmtree(final, ignore_errors=True)  # a complete one from an earlier attempt
+    tmp.rename(final)

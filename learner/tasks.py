@@ -1,8 +1,11 @@
 """Thin Celery tasks over learner/pipeline.py: each takes a run id and calls a plain function.
 
-    learner.cycle(run_id)          -> starts the chain collect | train | evaluate | publish | deploy
+    learner.cycle(run_id)          -> starts the chain of the run's steps: collect | train |
+                                      evaluate | publish | deploy, or for a task cycle
+                                      tasks | rollouts | train | evaluate | publish | deploy
     learner.collect(run_id) ...    -> one step each (immutable signatures: they take the id only)
-    learner.scheduled_cycle()      -> beat: a new cycle when enough new feedback has arrived
+    learner.scheduled_cycle()      -> beat: a new cycle when enough new feedback has arrived,
+                                      else a task cycle when APPRENTICE_LEARNER_TASK_REPO is set
 
 A step that already succeeded returns at once (a redelivered message); a transient error
 (database, model server or broker unreachable) is retried `config.retries` times with
@@ -49,7 +52,9 @@ def context() -> pipeline.Context:
 
 
 def _log_progress(step: str, info: dict[str, Any]) -> None:
-    if info.get("status") == "progress":
+    if info.get("status") == "progress" and "line" in info:  # a rollout ended
+        log.info("%s %s", step, info["line"])
+    elif info.get("status") == "progress":
         if info["step"] == info["total"] or info["step"] % 10 == 0:
             log.info("train step %s/%s loss %.4f", info["step"], info["total"], info["loss"])
     else:
@@ -116,14 +121,27 @@ def _step_task(name: str) -> Task:
 
 
 collect = _step_task("collect")
+tasks = _step_task("tasks")
+rollouts = _step_task("rollouts")
 train = _step_task("train")
 evaluate = _step_task("evaluate")
 publish = _step_task("publish")
 deploy = _step_task("deploy")
 
 
+STEP_TASKS = {"collect": collect, "tasks": tasks, "rollouts": rollouts, "train": train,
+              "evaluate": evaluate, "publish": publish, "deploy": deploy}  # fmt: skip
+
+
 def start_chain(run_id: int) -> None:
-    steps = (collect, train, evaluate, publish, deploy)
+    ctx = context()
+    try:
+        with transaction(ctx.db) as db:
+            run = db.get(LearnerRun, run_id)
+            names = pipeline.steps_of(pipeline.run_config(run)) if run else pipeline.STEPS
+    except ValueError:  # a bad stored config: the first step records the error on the run
+        names = pipeline.STEPS
+    steps = [STEP_TASKS[name] for name in names]
     chain(*(step.si(run_id) for step in steps)).apply_async(queue=settings.learner_queue)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from feedback.db import transaction
+from feedback.models import LearnerRun
 from feedback.queries import finish_run, set_run_dataset
 from ground.broker import TASK_CYCLE, TASK_SCHEDULED, celery_options
 from ground.settings import Settings
@@ -47,7 +48,8 @@ def test_the_tasks_are_registered_by_name() -> None:
     from learner import tasks  # noqa: F401  (registers them)
     from learner.celery_app import app
 
-    names = {f"learner.{s}" for s in pipeline.STEPS} | {TASK_CYCLE, TASK_SCHEDULED}
+    steps = {*pipeline.STEPS, *pipeline.TASK_STEPS}
+    names = {f"learner.{s}" for s in steps} | {TASK_CYCLE, TASK_SCHEDULED}
     assert names <= set(app.tasks)
 
 
@@ -71,4 +73,27 @@ def test_the_schedule_waits_for_enough_new_feedback_and_for_a_running_cycle(
         set_run_dataset(db, run_id=run_id, dataset={"max_outcome_id": 10_000})
         finish_run(db, run_id=run_id, status="succeeded")
     assert pipeline.scheduled_run(ctx) is None  # done, and nothing new since
+    engine.dispose()
+
+
+def test_with_a_task_repo_the_schedule_runs_a_task_cycle_when_feedback_is_short(
+    tmp_path: Path, sqlite_head_url: str, dev_model_dir: Path, dev_tokenizer: Any
+) -> None:
+    from feedback.db import make_engine, make_sessionmaker
+
+    settings = Settings(
+        home=tmp_path, database_url=sqlite_head_url, learner_min_feedback=10,
+        model_name=str(dev_model_dir), learner_task_repo=tmp_path / "repo",
+    )  # fmt: skip
+    engine = make_engine(sqlite_head_url)
+    now = LearnerConfig(data=DataConfig(settle_s=0.0))
+    ctx = pipeline.Context(settings, make_sessionmaker(engine), defaults=now)
+    seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 4)
+    run_id = pipeline.scheduled_run(ctx)  # 4 < 10 new outcomes: a task cycle instead
+    assert run_id is not None
+    with transaction(ctx.db) as db:
+        config = pipeline.run_config(db.get(LearnerRun, run_id))
+    assert config.kind == "tasks" and config.tasks.repo == str(tmp_path / "repo")
+    assert pipeline.steps_of(config) == pipeline.TASK_STEPS
+    assert pipeline.scheduled_run(ctx) is None  # that run is still queued
     engine.dispose()

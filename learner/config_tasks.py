@@ -1,0 +1,94 @@
+"""The task cycle's configuration (`LearnerConfig.tasks`): what is mined, rolled out and
+trained on (learner/taskcycle.py), and the task-RL update's own knobs (learner/grpo.py).
+Part of learner/config.py, which re-exports both; a file of its own only to keep files small.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Frozen(BaseModel):
+    """Every config model: immutable, and an unknown key is an error."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TaskTrainConfig(Frozen):
+    """The task-RL update on the agent's own rollouts (learner/grpo.py explains it); the
+    shapes (rank, lengths, batch and micro-batch sizes, max_seconds) are TrainConfig's."""
+
+    lr: float = Field(default=2e-3, gt=0, description="AdamW learning rate (LoRA weights).")
+    epochs: float = Field(default=1.0, gt=0, description="Passes over the trajectory samples.")
+    max_steps: int | None = Field(
+        default=None, ge=1, description="Stop after this many optimizer steps (None: epochs)."
+    )
+    clip_low: float = Field(
+        default=0.2, gt=0, lt=1, description="PPO clip below: ratio >= 1 - clip_low."
+    )
+    clip_high: float = Field(
+        default=0.28,
+        gt=0,
+        description="PPO clip above: ratio <= 1 + clip_high (higher than clip_low: DAPO's "
+        "clip-higher, so rare good tokens can gain).",
+    )
+    is_cap: float = Field(
+        default=2.0,
+        ge=1.0,
+        description="Cap on the per-token importance weight exp(lp_old - lp_behaviour) "
+        "against the trainer / inference-engine logprob gap (truncated IS).",
+    )
+
+
+class TasksConfig(Frozen):
+    """Task cycles (`kind: tasks`): tasks mined from a repository's history, rolled out K
+    times each through the product's own agent by the serving adapter, trained on with
+    learner/grpo.py, gated on the held-out tasks' solve rate (learner/taskcycle.py)."""
+
+    repo: str | None = Field(
+        default=None,
+        description="The git repository (with a pytest suite) whose tasks a task cycle mines "
+        "and whose files the rollouts start from. Required for a task cycle.",
+    )
+    tasks_file: str | None = Field(
+        default=None,
+        description="A tasks.jsonl (`apprentice tasks mine`) of `repo`; None: mined at the "
+        "first task cycle on the repository's HEAD and kept for the next ones.",
+    )
+    max_tasks: int = Field(default=12, ge=2, description="Tasks mined at most.")
+    python: str = Field(
+        default="python",
+        description="Interpreter that runs the repository's tests (mining, rollouts, grading).",
+    )
+    mine_timeout_s: float = Field(default=300.0, gt=0, description="Per test-suite run.")
+    seed: int = Field(default=0, description="Mining's seed (which mutations).")
+    heldout_fraction: float = Field(
+        default=0.3,
+        gt=0,
+        lt=1,
+        description="Share of the files and of the commits held out: their tasks are only "
+        "ever evaluated, never trained on.",
+    )
+    train_tasks: int = Field(
+        default=4, ge=1, description="Train tasks rolled out per cycle (each cycle the next)."
+    )
+    max_heldout: int = Field(default=4, ge=1, description="Held-out tasks evaluated per cycle.")
+    samples: int = Field(
+        default=4, ge=2, description="K: rollouts per train task (the group of one task)."
+    )
+    eval_samples: int = Field(
+        default=2, ge=1, description="Rollouts per held-out task, for each adapter."
+    )
+    statement: Literal["precise", "vague"] = Field(
+        default="precise", description="Which problem statement the agent is given."
+    )
+    step_limit: int = Field(default=10, ge=1, description="Agent steps per rollout.")
+    wall_s: float = Field(default=180.0, gt=0, description="Wall-clock budget per rollout.")
+    max_tokens: int = Field(default=384, ge=1, description="Completion tokens per agent step.")
+    temperature: float = Field(
+        default=1.0, ge=0, description="Sampling temperature of rollouts (exploration)."
+    )
+    concurrency: int = Field(default=2, ge=1, description="Rollouts at once.")
+    update: TaskTrainConfig = Field(default_factory=TaskTrainConfig)

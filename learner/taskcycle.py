@@ -1,0 +1,314 @@
+"""The task cycle's work: mined tasks, split by commit and by file, rolled out through the
+product's own agent by the serving adapter, trained on with learner/grpo.py, and the
+candidate's held-out solve rate against the serving adapter's for the gate.
+
+    metrics = prepare_tasks(settings, config.tasks, run_dir, run_id)  # the "tasks" step
+    report = roll_out(ctx, run_id, records, config=..., adapter=..., samples=K)  # "rollouts"
+    metrics = rollout_metrics(db, run_id=run_id, instance_ids=ids, adapter=name)
+    metrics = train_on_rollouts(ctx, run_id, config)                  # "train"
+    metrics = evaluate_heldout(ctx, run_id, config)                   # "evaluate": the gate
+
+learner/pipeline.py's steps call these (a cycle with `kind: tasks` runs
+tasks -> rollouts -> train -> evaluate -> publish -> deploy). Every rollout is stored in
+task_rollouts with the run's id; training reads back the run's rollouts of its train tasks,
+the gate its rollouts of the held-out tasks, so the two never mix.
+
+The split (`split_tasks`): a share of the repository's files and of its commits, chosen by a
+hash of their names (stable across cycles), is held out; a task touching a held-out file, or
+a revert task of a held-out commit, is held out; every other task may be trained on. Mutate
+tasks share one commit, so for them the file decides. Tested in tests/learner/test_taskcycle.py
+and, on the real worker and vLLM, tests/learner/test_e2e_tasks.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import math
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, selectinload, sessionmaker
+
+from agent_server.models.deployments import serving_adapter
+from feedback.db import transaction
+from feedback.models import TaskRollout
+from feedback.queries import adapter_name
+from learner.config import LearnerConfig, TasksConfig
+from learner.runs import Context, RunSkipped, StepFailed, save_candidate
+from learner.synth.gitrepo import patch_files
+from learner.synth.records import TaskRecord, read_tasks, write_tasks
+
+
+@dataclass(frozen=True)
+class Split:
+    train: list[str]  # instance ids
+    heldout: list[str]
+    heldout_files: list[str]
+    heldout_commits: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _held(names: Sequence[str], fraction: float) -> set[str]:
+    """ceil(fraction x n) of `names` (at least one when there are two or more), by hash."""
+    unique = sorted(set(names), key=lambda n: hashlib.sha256(n.encode()).hexdigest())
+    if len(unique) < 2:
+        return set()
+    return set(unique[: max(1, math.ceil(fraction * len(unique)))])
+
+
+def task_files(task: TaskRecord) -> list[str]:
+    return patch_files(task.patch) or patch_files(task.bug_patch)
+
+
+def split_tasks(tasks: Sequence[TaskRecord], fraction: float) -> Split:
+    """Held-out tasks by file and by commit (module docstring); the rest train."""
+    files = _held([f for t in tasks for f in task_files(t)], fraction)
+    commits = _held([t.base_commit for t in tasks if t.kind == "revert"], fraction)
+    train, heldout = [], []
+    for task in tasks:
+        held = bool(files.intersection(task_files(task))) or (
+            task.kind == "revert" and task.base_commit in commits
+        )
+        (heldout if held else train).append(task.instance_id)
+    return Split(train, heldout, sorted(files), sorted(commits))
+
+
+def _mined_path(settings: Any, config: TasksConfig) -> Path:
+    """Where tasks mined from the repository's current HEAD are kept between cycles."""
+    from learner.synth.gitrepo import open_repo
+
+    repo = open_repo(config.repo or "", allow_dirty=True)
+    key = f"{repo.head.commit.hexsha}:{config.max_tasks}:{config.python}:{config.seed}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return settings.home / "learner" / "tasks" / f"{Path(config.repo or '').name}-{digest}.jsonl"
+
+
+def load_or_mine(settings: Any, config: TasksConfig) -> tuple[list[TaskRecord], str]:
+    """The cycle's tasks: `tasks_file`, or mined from `repo` (once per HEAD, then reused)."""
+    from learner.synth.gitrepo import MiningError
+    from learner.synth.mine import mine_tasks
+
+    if config.repo is None:
+        raise StepFailed("a task cycle needs tasks.repo (a git repository with a pytest suite)")
+    if config.tasks_file is not None:
+        return read_tasks(config.tasks_file), config.tasks_file
+    try:
+        cached = _mined_path(settings, config)
+        if cached.is_file():
+            return read_tasks(cached), str(cached)
+        records = mine_tasks(config.repo, max_tasks=config.max_tasks, python=config.python,
+                             timeout_s=config.mine_timeout_s, seed=config.seed)  # fmt: skip
+    except MiningError as exc:
+        raise StepFailed(f"mining {config.repo}: {exc}") from exc
+    if not records:
+        raise RunSkipped(f"no task could be mined from {config.repo}")
+    write_tasks(cached, records)
+    return records, str(cached)
+
+
+def prepare_tasks(settings: Any, config: TasksConfig, run_dir: Path, run_id: int) -> dict[str, Any]:
+    """The "tasks" step: tasks.jsonl and split.json in the run folder; its metrics."""
+    records, source = load_or_mine(settings, config)
+    split = split_tasks(records, config.heldout_fraction)
+    if not split.train or not split.heldout:
+        raise RunSkipped(
+            f"{len(records)} tasks give {len(split.train)} to train on and {len(split.heldout)} "
+            "held out: a task cycle needs both (mine more, or from more files)"
+        )
+    # Each cycle trains on the next `train_tasks` of the train split (all, in turn).
+    start = (run_id * config.train_tasks) % len(split.train)
+    chosen = (split.train[start:] + split.train[:start])[: config.train_tasks]
+    heldout = split.heldout[: config.max_heldout]
+    write_tasks(run_dir / "tasks.jsonl", records)
+    plan = split.as_dict() | {"chosen": chosen, "evaluated": heldout}
+    tmp = run_dir / "split.json.tmp"
+    tmp.write_text(json.dumps(plan, indent=1))
+    tmp.replace(run_dir / "split.json")
+    by_id = {r.instance_id: r for r in records}
+    return {
+        "source": source, "tasks": len(records), "train": len(split.train),
+        "heldout": len(split.heldout), "chosen": chosen, "evaluated": heldout,
+        "heldout_files": split.heldout_files, "heldout_commits": split.heldout_commits,
+        "tiers": dict(Counter(by_id[i].difficulty for i in chosen)),
+    }  # fmt: skip
+
+
+def read_plan(run_dir: Path) -> tuple[dict[str, TaskRecord], dict[str, Any]]:
+    records = {r.instance_id: r for r in read_tasks(run_dir / "tasks.jsonl")}
+    return records, json.loads((run_dir / "split.json").read_text())
+
+
+def forget_rollouts(db: sessionmaker[Session], run_id: int, instance_ids: Sequence[str],
+                    adapter: str | None) -> int:  # fmt: skip
+    """Delete what an interrupted attempt of a step stored (a redelivered message)."""
+    with transaction(db) as s:
+        rows = s.scalars(select(TaskRollout).where(
+            TaskRollout.run_id == run_id, TaskRollout.instance_id.in_(list(instance_ids)),
+            TaskRollout.adapter.is_(None) if adapter is None else TaskRollout.adapter == adapter,
+        )).all()  # fmt: skip
+        for row in rows:
+            s.delete(row)
+        return len(rows)
+
+
+def roll_out(
+    ctx: Context,
+    run_id: int,
+    records: Sequence[TaskRecord],
+    *,
+    config: TasksConfig,
+    adapter: tuple[str, Path] | None,
+    samples: int,
+    unload: bool = False,
+) -> dict[str, Any]:
+    """`samples` rollouts of each task by `adapter` ((name, folder); None: the base model) on
+    the backend the settings name, stored with `run_id`; learner.synth.evaluate's report.
+    The adapter is loaded first (a no-op when it is already served) and, with `unload`,
+    unloaded after (a candidate under evaluation)."""
+    from learner.synth.evaluate import evaluate_tasks
+    from learner.synth.rollout import RolloutConfig
+    from learner.synth.sandbox import SandboxConfig
+
+    name = adapter[0] if adapter else None
+    forget_rollouts(ctx.db, run_id, [r.instance_id for r in records], name)
+    rollout = RolloutConfig(
+        statement=config.statement, step_limit=config.step_limit, wall_s=config.wall_s,
+        max_tokens=config.max_tokens, temperature=config.temperature, run_id=run_id,
+        sandbox=SandboxConfig(python=config.python),
+    )  # fmt: skip
+
+    async def go() -> dict[str, Any]:
+        backend = ctx.backend(ctx.settings)
+        try:
+            if adapter is not None:
+                await backend.load_adapter(*adapter)
+            backend.use_adapter(name)  # None too: the base model, whatever was used before
+            try:
+                return await evaluate_tasks(
+                    records, backend, repo=config.repo, adapter=name, samples=samples,
+                    concurrency=config.concurrency, config=rollout, db=ctx.db,
+                    progress=lambda line: ctx.report("rollouts", {"status": "progress",
+                                                                  "line": line}),
+                )  # fmt: skip
+            finally:
+                if adapter is not None and unload:
+                    await backend.unload_adapter(name or "")
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(go())
+
+
+def rollout_metrics(
+    db: sessionmaker[Session], *, run_id: int, instance_ids: Sequence[str], adapter: str | None
+) -> dict[str, Any]:
+    """What the run's metrics show of its rollouts: solve rate, reward mean and spread, the
+    mean of each numeric reward term, truncations, statuses, steps and summary sizes."""
+    with transaction(db) as s:
+        rows = s.scalars(
+            select(TaskRollout)
+            .options(selectinload(TaskRollout.calls))
+            .where(TaskRollout.run_id == run_id,
+                   TaskRollout.instance_id.in_(list(instance_ids)),
+                   TaskRollout.adapter.is_(None) if adapter is None
+                   else TaskRollout.adapter == adapter)
+        ).all()  # fmt: skip
+        rewards = [r.reward for r in rows]
+        terms: dict[str, list[float]] = {}
+        for r in rows:
+            for key, value in (r.reward_terms or {}).items():
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                if number or key == "solved":
+                    terms.setdefault(key, []).append(float(value))
+        summary_tokens = [len(c.completion_token_ids) for r in rows for c in r.calls
+                          if c.kind == "summary"]  # fmt: skip
+        solved = sum(bool((r.reward_terms or {}).get("solved")) for r in rows)
+        return {
+            "adapter": adapter,
+            "rollouts": len(rows),
+            "solved": solved,
+            "solve_rate": round(solved / len(rows), 4) if rows else 0.0,
+            "reward_mean": round(statistics.fmean(rewards), 4) if rows else 0.0,
+            "reward_std": round(statistics.pstdev(rewards), 4) if rows else 0.0,
+            "terms": {k: round(statistics.fmean(v), 4) for k, v in sorted(terms.items())},
+            "truncated": sum(r.truncated for r in rows),
+            "statuses": dict(Counter(r.status for r in rows)),
+            "mean_steps": round(statistics.fmean(r.steps for r in rows), 2) if rows else 0.0,
+            "summaries": len(summary_tokens),
+            "mean_summary_tokens": round(statistics.fmean(summary_tokens), 1)
+            if summary_tokens else 0.0,
+        }  # fmt: skip
+
+
+def serving(ctx: Context) -> tuple[int | None, tuple[str, Path] | None]:
+    """(version, (name, folder)) of the serving adapter; (None, None): the base model."""
+    with transaction(ctx.db) as db:
+        version, folder = serving_adapter(db, backend=ctx.deployment_backend)
+    if version is None or folder is None:
+        return None, None
+    return version, (adapter_name(version), folder)
+
+
+def train_on_rollouts(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
+    """The "train" step of a task cycle: the update on the run's rollouts of its train tasks,
+    from the serving adapter; RunSkipped when no group has a reward that differs."""
+    from learner.grpo import group_rollouts, load_rollouts, train_trajectories, trajectory_samples
+    from learner.train import load_base, make_policy
+
+    _, plan = read_plan(ctx.run_dir(run_id))
+    version, adapter = serving(ctx)
+    chosen = set(plan["chosen"])
+    # The run's rollouts of its train tasks (its held-out ones are evaluation's, never these).
+    mine = [r for r in load_rollouts(ctx.db, run_id=run_id) if r.instance_id in chosen]
+    samples, stats = trajectory_samples(group_rollouts(mine))
+    if not samples:
+        raise RunSkipped(
+            f"no learning signal: {stats.groups} groups, {stats.dropped_equal} with equal "
+            f"rewards, {stats.truncated_masked} truncated rollouts masked"
+        )
+    policy, used = make_policy(load_base(ctx.settings.model_name), config.train,
+                               parent_dir=adapter[1] if adapter else None)  # fmt: skip
+    result = train_trajectories(policy, samples, config.train, config.tasks.update)
+    save_candidate(ctx, run_id, policy)
+    return {**result.metrics(), "groups": dataclasses.asdict(stats),
+            "parent_version": version if used else None}  # fmt: skip
+
+
+def evaluate_heldout(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
+    """Held-out tasks rolled out by the candidate (loaded under a name of its own) and by the
+    serving adapter, the same number of times each; the gate's solve rule on the two."""
+    from learner.evaluate import SolveRate, adapter_is_finite, solve_rule
+
+    records, plan = read_plan(ctx.run_dir(run_id))
+    heldout = [records[i] for i in plan["evaluated"]]
+    candidate_dir = ctx.run_dir(run_id) / "candidate"
+    finite = adapter_is_finite(candidate_dir)
+    version, current = serving(ctx)
+    reports = {}
+    # A new name per candidate: vLLM keys its prefix cache by adapter name.
+    for role, adapter, unload in (
+        ("serving", current, False),
+        ("candidate", (f"candidate-run-{run_id}", candidate_dir), True),
+    ):
+        roll_out(ctx, run_id, heldout, config=config.tasks, adapter=adapter,
+                 samples=config.tasks.eval_samples, unload=unload)  # fmt: skip
+        reports[role] = rollout_metrics(ctx.db, run_id=run_id, instance_ids=plan["evaluated"],
+                                        adapter=adapter[0] if adapter else None)  # fmt: skip
+    reasons = [] if finite else ["the candidate's weights are not finite"]
+    reasons += solve_rule(SolveRate.of(reports["candidate"]), SolveRate.of(reports["serving"]),
+                          config.gate)  # fmt: skip
+    metrics = {**reports, "serving_version": version, "finite": finite,
+               "accepted": not reasons, "reasons": reasons}  # fmt: skip
+    if reasons:
+        raise StepFailed("gate refused the adapter: " + "; ".join(reasons), metrics)
+    return metrics

@@ -1,0 +1,235 @@
+"""Task cycles in one process (learner/pipeline.py's task steps, learner/taskcycle.py):
+tasks mined from a small real repository, split by file and by commit; rollouts of the
+product's agent in real sandboxes, graded by the repository's tests; the update on the dev
+model; the gate on held-out solve rates; publish and deploy (embedded); the next cycle's
+rollouts by the new adapter.
+
+The model is an oracle (a ScriptedModel that applies a task's reference patch when the
+test says so), so every reward is known: train tasks are solved on every other attempt
+(groups with signal), and held-out tasks by whichever adapter the test favours. The same
+cycle on the dev model, a real Celery worker and vLLM is tests/learner/test_e2e_vllm.py.
+
+Run: .venv/bin/python -m pytest tests/learner/test_taskcycle.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_server.agent.scripted import ScriptedModel
+from agent_server.models.base import Message
+from feedback.db import transaction
+from feedback.models import TaskRollout
+from feedback.queries import active_deployment, get_run, list_adapters
+from learner.pipeline import TASK_STEPS, Context, create_cycle, run_cycle
+from learner.synth.mine import mine_tasks
+from learner.synth.records import TaskRecord, read_tasks, write_tasks
+from learner.taskcycle import split_tasks, task_files
+from tests.learner.synth.synth_repo import make_task_repo
+
+TASKS = {"python": sys.executable, "max_tasks": 8, "mine_timeout_s": 120, "train_tasks": 2,
+         "samples": 4, "eval_samples": 1, "max_heldout": 2, "step_limit": 4, "wall_s": 60,
+         "max_tokens": 256, "concurrency": 2}  # fmt: skip
+CONFIG = {"train": {"max_seconds": 60, "max_length": 512}, "tasks": TASKS}
+Decide = Callable[[TaskRecord, str | None, int], bool]  # (task, adapter, attempt) -> solve?
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return Path(make_task_repo(tmp_path_factory.mktemp("tasks") / "shop").working_tree_dir)
+
+
+@pytest.fixture(scope="module")
+def mined(repo: Path) -> list[TaskRecord]:
+    return mine_tasks(repo, max_tasks=8, python=sys.executable, timeout_s=120)
+
+
+@pytest.fixture(scope="module")
+def mutations(mined: list[TaskRecord], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The one-line mutate tasks (the oracle's edits apply exactly), as a tasks_file."""
+    return write_tasks(tmp_path_factory.mktemp("file") / "tasks.jsonl",
+                       [t for t in mined if t.kind == "mutate"])  # fmt: skip
+
+
+def test_the_split_holds_out_whole_files_and_commits(mined: list[TaskRecord]) -> None:
+    split = split_tasks(mined, 0.3)
+    assert split.train and split.heldout and split.heldout_files
+    assert sorted(split.train + split.heldout) == sorted(t.instance_id for t in mined)
+    by_id = {t.instance_id: t for t in mined}
+    for instance in split.train:  # nothing trained on touches a held-out file or commit
+        task = by_id[instance]
+        assert not set(task_files(task)) & set(split.heldout_files)
+        assert task.kind != "revert" or task.base_commit not in split.heldout_commits
+    for instance in split.heldout:
+        task = by_id[instance]
+        assert set(task_files(task)) & set(split.heldout_files) or (
+            task.base_commit in split.heldout_commits
+        )
+    assert split_tasks(list(reversed(mined)), 0.3).heldout_files == split.heldout_files
+    one_file = [t for t in mined if task_files(t) == task_files(mined[0])]
+    assert not split_tasks(one_file, 0.3).heldout  # one file: nothing to hold out by file
+
+
+def _edits(patch: str) -> list[dict[str, str]]:
+    """The reference patch as the agent's edit actions (search -> replace, per hunk)."""
+    edits, path, old, new = [], "", [], []
+    for line in patch.splitlines() + ["@@"]:
+        if line.startswith("+++ b/"):
+            path = line[6:]
+        elif line.startswith(("@@", "--- ", "diff ")):
+            if old or new:
+                edits.append({"path": path, "search": "\n".join(old), "replace": "\n".join(new)})
+            old, new = [], []
+        elif line.startswith("-"):
+            old.append(line[1:])
+        elif line.startswith("+"):
+            new.append(line[1:])
+        elif line.startswith(" "):
+            old.append(line[1:])
+            new.append(line[1:])
+    return edits
+
+
+def act(tool: str, **args: str) -> str:
+    return json.dumps({"thought": "next", "tool": tool, "args": args})
+
+
+class Oracle(ScriptedModel):
+    """Applies a task's reference patch when `decide` says so, else finishes at once. Its
+    fake token ids are folded into the dev model's vocabulary so the update can run."""
+
+    def __init__(self, tasks: list[TaskRecord], decide: Decide, vocab: int) -> None:
+        super().__init__([self._act] * 10_000, context_window=32_768, chars_per_token=4)
+        self.tasks, self.decide, self.vocab = tasks, decide, vocab
+        self.attempts: Counter[tuple[str, str | None]] = Counter()
+        self.loaded: set[str] = set()
+
+    def _act(self, messages: list[Message]) -> str:
+        def statement(m: Message) -> TaskRecord | None:
+            text = str(m.get("content"))
+            return next((t for t in self.tasks if t.problem_statement in text), None)
+
+        start = next(i for i, m in enumerate(messages) if statement(m))  # after any few-shots
+        task = statement(messages[start])
+        assert task is not None
+        edits = _edits(task.patch)
+        done = sum(m["role"] == "assistant" for m in messages[start:])
+        if done == 0:  # a new rollout
+            attempt = self.attempts[(task.instance_id, self.adapter)]
+            self.attempts[(task.instance_id, self.adapter)] += 1
+            if not self.decide(task, self.adapter, attempt):
+                return act("finish", message="nothing to do")
+        if done < len(edits):
+            return act("edit", **edits[done])
+        return act("finish", message="fixed")
+
+    def _tokens(self, text: str) -> list[int]:
+        return [i % self.vocab for i in super()._tokens(text)]
+
+    def prompt_ids(self, messages: Any) -> list[int]:
+        return [i % self.vocab for i in super().prompt_ids(messages)]
+
+    async def load_adapter(self, name: str, path: Any) -> None:
+        self.loaded.add(name)
+
+    async def unload_adapter(self, name: str) -> None:
+        self.loaded.discard(name)
+
+
+def _run(ctx: Context, repo: Path, tasks_file: Path, oracle: Oracle) -> Any:
+    ctx.backend = lambda settings: oracle
+    tasks = TASKS | {"repo": str(repo), "tasks_file": str(tasks_file)}
+    config = CONFIG | {"kind": "tasks", "tasks": tasks}
+    run = run_cycle(ctx, create_cycle(ctx, trigger="test", overrides=config))
+    return run, {s["name"]: s for s in run.steps}
+
+
+def _rows(ctx: Context, run_id: int) -> list[tuple[Any, ...]]:
+    with transaction(ctx.db) as db:
+        rows = db.query(TaskRollout).filter(TaskRollout.run_id == run_id).all()
+        return [(r.instance_id, r.status, r.reward, r.message[:300], r.diff[:300]) for r in rows]
+
+
+def _adapters(ctx: Context, run_id: int) -> dict[str, set[str | None]]:
+    with transaction(ctx.db) as db:
+        rows = db.query(TaskRollout).filter(TaskRollout.run_id == run_id).all()
+        out: dict[str, set[str | None]] = {}
+        for row in rows:
+            out.setdefault(row.instance_id, set()).add(row.adapter)
+        return out
+
+
+def test_a_task_cycle_trains_publishes_deploys_and_the_next_one_rolls_out_with_it(
+    ctx: Context, repo: Path, mutations: Path, dev_tokenizer: Any
+) -> None:
+    tasks = read_tasks(mutations)
+    heldout = set(split_tasks(tasks, 0.3).heldout)
+
+    def decide(task: TaskRecord, adapter: str | None, attempt: int) -> bool:
+        if task.instance_id in heldout:  # the candidate solves what the base model does not
+            return adapter is not None and adapter.startswith("candidate-")
+        return attempt % 2 == 0
+
+    oracle = Oracle(tasks, decide, len(dev_tokenizer))
+    run, steps = _run(ctx, repo, mutations, oracle)
+    assert run.status == "succeeded", (run.error, steps["rollouts"]["metrics"], _rows(ctx, run.id))
+    assert list(steps) == list(TASK_STEPS)
+    plan, rolled = steps["tasks"]["metrics"], steps["rollouts"]["metrics"]
+    assert not set(plan["chosen"]) & set(plan["evaluated"]) and set(plan["evaluated"]) <= heldout
+    assert rolled["rollouts"] == 4 * len(plan["chosen"])
+    assert rolled["reward_std"] > 0 and 0 < rolled["solve_rate"] < 1
+    train = steps["train"]["metrics"]
+    assert train["steps"] >= 1 and train["groups"]["dropped_equal"] < len(plan["chosen"])
+    assert train["gap"]["tokens"] > 0 and train["samples"] > 0
+    evaluation = steps["evaluate"]["metrics"]
+    assert evaluation["candidate"]["solve_rate"] == 1.0
+    assert evaluation["serving"]["solve_rate"] == 0.0 and evaluation["accepted"]
+    assert oracle.loaded == set(), "the candidate is unloaded after the gate"
+    with transaction(ctx.db) as db:
+        assert active_deployment(db, backend="embedded").adapter_version == run.adapter_version
+    adapters = _adapters(ctx, run.id)
+    assert all(adapters[i] == {None} for i in plan["chosen"])
+    assert all(adapters[i] == {None, f"candidate-run-{run.id}"} for i in plan["evaluated"])
+
+    following, steps = _run(ctx, repo, mutations, oracle)  # the next cycle samples with policy-v1
+    chosen = steps["tasks"]["metrics"]["chosen"]
+    assert all(_adapters(ctx, following.id)[i] == {"policy-v1"} for i in chosen)
+    assert steps["evaluate"]["metrics"]["serving"]["adapter"] == "policy-v1"
+
+
+def test_the_gate_refuses_a_candidate_that_solves_fewer_heldout_tasks(
+    ctx: Context, repo: Path, mutations: Path, dev_tokenizer: Any
+) -> None:
+    tasks = read_tasks(mutations)
+    heldout = set(split_tasks(tasks, 0.3).heldout)
+
+    def decide(task: TaskRecord, adapter: str | None, attempt: int) -> bool:
+        if task.instance_id in heldout:
+            return adapter is None  # the serving model solves them, the candidate does not
+        return attempt % 2 == 0
+
+    run, steps = _run(ctx, repo, mutations, Oracle(tasks, decide, len(dev_tokenizer)))
+    assert run.status == "failed" and "held-out solve rate 0.000" in (run.error or ""), run.error
+    assert steps["evaluate"]["status"] == "failed" and "publish" not in steps
+    with transaction(ctx.db) as db:
+        assert list_adapters(db) == [] and active_deployment(db, backend="embedded") is None
+
+
+def test_no_learning_signal_skips_the_cycle_and_keeps_its_rollouts(
+    ctx: Context, repo: Path, mutations: Path, dev_tokenizer: Any
+) -> None:
+    oracle = Oracle(read_tasks(mutations), lambda task, adapter, attempt: False,
+                    len(dev_tokenizer))  # fmt: skip
+    run, steps = _run(ctx, repo, mutations, oracle)
+    assert run.status == "skipped" and "no learning signal" in (run.error or ""), run.error
+    assert steps["train"]["status"] == "skipped"
+    with transaction(ctx.db) as db:
+        assert get_run(db, run_id=run.id).adapter_version is None
+    assert sum(len(v) for v in _adapters(ctx, run.id).values()) >= 1
