@@ -18,7 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from agent_server.models.vllm_command import MAX_LORA_RANK
 from feedback.vocab import LABEL_KINDS
 from learner.config_tasks import Frozen as _Frozen
-from learner.config_tasks import TasksConfig, TaskTrainConfig  # noqa: F401  (re-exported)
+from learner.config_tasks import MixConfig, TasksConfig, TaskTrainConfig  # noqa: F401
 
 # LoRA defaults, chosen for the default model, SmolLM2-135M-Instruct (a Llama: 30 layers,
 # hidden 576, MLP 1536, 9 query / 3 key-value heads of 64), and fine for the dev model:
@@ -262,17 +262,19 @@ class DeployConfig(_Frozen):
 class LearnerConfig(_Frozen):
     """Everything one learning cycle needs beyond Settings."""
 
-    kind: Literal["feedback", "tasks"] = Field(
+    kind: Literal["feedback", "tasks", "mixed"] = Field(
         default="feedback",
         description="feedback: people's outcomes (collect -> train -> evaluate -> publish -> "
         "deploy); tasks: the agent's own rollouts of mined tasks (tasks -> rollouts -> train "
-        "-> evaluate -> publish -> deploy; see `tasks`).",
+        "-> evaluate -> publish -> deploy; see `tasks`); mixed: both in one update (collect "
+        "-> tasks -> ... -> deploy; weights in `mix`).",
     )
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     gate: GateConfig = Field(default_factory=GateConfig)
     deploy: DeployConfig = Field(default_factory=DeployConfig)
     tasks: TasksConfig = Field(default_factory=TasksConfig)
+    mix: MixConfig = Field(default_factory=MixConfig)
     retries: int = Field(
         default=3,
         ge=0,
@@ -285,9 +287,9 @@ class LearnerConfig(_Frozen):
 
     @model_validator(mode="after")
     def _task_cycle_has_a_repo(self) -> LearnerConfig:
-        if self.kind == "tasks" and self.tasks.repo is None:
-            raise ValueError("a task cycle (kind: tasks) needs tasks.repo: the git repository "
-                             "its tasks are mined from")  # fmt: skip
+        if self.kind != "feedback" and self.tasks.repo is None:
+            raise ValueError(f"a {self.kind} cycle (kind: {self.kind}) needs tasks.repo: the git "
+                             "repository its tasks are mined from")  # fmt: skip
         return self
 
     @model_validator(mode="after")

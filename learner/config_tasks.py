@@ -91,4 +91,21 @@ class TasksConfig(Frozen):
         default=1.0, ge=0, description="Sampling temperature of rollouts (exploration)."
     )
     concurrency: int = Field(default=2, ge=1, description="Rollouts at once.")
+    max_length: int = Field(
+        default=4096,
+        ge=8,
+        description="Prompt + completion tokens of one model call trained on (train.max_length "
+        "for task cycles). Agent prompts are long; cutting them from the left makes the "
+        "trainer's logprobs differ from the engine's (the run's logprob gap shows it).",
+    )
     update: TaskTrainConfig = Field(default_factory=TaskTrainConfig)
+
+
+class MixConfig(Frozen):
+    """A mixed cycle (`kind: mixed`, learner/mixed.py): one update on people's feedback and
+    the agent's task rollouts together; each optimizer step sums both losses, weighted."""
+
+    feedback: float = Field(default=1.0, ge=0, description="Weight of the feedback (KTO) loss.")
+    tasks: float = Field(
+        default=1.0, ge=0, description="Weight of the task (policy-gradient) loss."
+    )

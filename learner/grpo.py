@@ -33,9 +33,11 @@ which is where training starts); the clip's upper bound is higher than its lower
 DeepSWE -- the gate's held-out solve rate and max_kl hold the policy instead. The gap
 between lp_old and lp_behaviour (`Gap`: mean, max, share of tokens whose weight hit the
 cap) is the first thing to read when an update goes wrong: a large gap means the trainer
-and the inference engine disagree about what was sampled (precision, template, adapter).
+and the inference engine disagree about what was sampled (precision, template, adapter) --
+or, for grammar-constrained actions on vLLM, that the engine logged the masked
+distribution's logprobs (measured: docs/tasks.md), so forced tokens weigh almost nothing.
 
-Tested in tests/learner/test_grpo.py.
+Tested in tests/learner/test_grpo.py (the update) and tests/learner/test_taskcycle.py (in cycles).
 """
 
 from __future__ import annotations
@@ -271,6 +273,43 @@ def logprob_gap(old: Sequence[Sequence[float]], samples: Sequence[CallSample], c
     )
 
 
+class TaskObjective:
+    """The policy-gradient loss on trajectory samples, one batch at a time (the module
+    docstring): lp_old is computed once, at construction, with the logprob gap against the
+    engine's. `backward(picked, scale)` accumulates the gradients of the samples at
+    `picked`; returns the loss. train_trajectories steps on it alone; learner/mixed.py
+    beside the feedback objective."""
+
+    def __init__(self, policy: PeftModel, samples: Sequence[CallSample], train: TrainConfig,
+                 config: TaskTrainConfig) -> None:  # fmt: skip
+        self.samples, self.train, self.config = list(samples), train, config
+        # lp_old covers the completion tokens the batch keeps (its first max_completion_length).
+        self.old = completion_token_logprobs(policy, self.samples, train, adapter=True)
+        self.gap = logprob_gap(self.old, self.samples, config.is_cap)
+        self.clip_share = 0.0  # of the last micro-batch
+        self.tokens = 0
+
+    def backward(self, policy: PeftModel, picked: Sequence[int], scale: float = 1.0) -> float:
+        chunk = [self.samples[i] for i in picked]
+        constant = float(len(chunk) * self.train.max_completion_length)
+        loss = 0.0
+        for positions in micro_batches(chunk, self.train):
+            part = [chunk[k] for k in positions]
+            batch = make_batch(part, max_length=self.train.max_length,
+                               max_completion_length=self.train.max_completion_length)  # fmt: skip
+            policy_lp = token_logprobs(completion_logits(policy, batch), batch)
+            old_lp = align_rows([self.old[picked[k]] for k in positions], batch)
+            advantage = torch.tensor([s.advantage for s in part], dtype=torch.float32)
+            part_loss, self.clip_share = pg_loss(
+                policy_lp, old_lp, batch.behaviour, advantage, batch.completion_mask,
+                config=self.config, constant=constant,
+            )  # fmt: skip
+            (part_loss * scale).backward()
+            loss += float(part_loss.detach()) * scale
+            self.tokens += batch.tokens
+        return loss
+
+
 def train_trajectories(
     policy: PeftModel,
     samples: Sequence[CallSample],
@@ -283,9 +322,8 @@ def train_trajectories(
     result = TaskTrainResult(0, len(samples), 0, 0.0)
     if not samples:
         return result
-    # lp_old covers the completion tokens the batch keeps (its first max_completion_length).
-    old = completion_token_logprobs(policy, samples, train, adapter=True)
-    result.gap = logprob_gap(old, samples, config.is_cap)
+    objective = TaskObjective(policy, samples, train, config)
+    result.gap = objective.gap
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=train.weight_decay)
     per_epoch = math.ceil(len(samples) / train.batch_size)
@@ -297,28 +335,13 @@ def train_trajectories(
             result.stopped_early = True
             break
         picked, order = draw(order, len(samples), train.batch_size, rng)
-        chunk = [samples[i] for i in picked]
-        constant = float(len(chunk) * train.max_completion_length)
         optimizer.zero_grad(set_to_none=True)
-        loss = 0.0
-        for positions in micro_batches(chunk, train):
-            part = [chunk[k] for k in positions]
-            batch = make_batch(part, max_length=train.max_length,
-                               max_completion_length=train.max_completion_length)  # fmt: skip
-            policy_lp = token_logprobs(completion_logits(policy, batch), batch)
-            old_lp = align_rows([old[picked[k]] for k in positions], batch)
-            advantage = torch.tensor([s.advantage for s in part], dtype=torch.float32)
-            part_loss, result.clip_share = pg_loss(
-                policy_lp, old_lp, batch.behaviour, advantage, batch.completion_mask,
-                config=config, constant=constant,
-            )  # fmt: skip
-            part_loss.backward()
-            loss += float(part_loss.detach())
-            result.tokens += batch.tokens
+        loss = objective.backward(policy, picked)
         torch.nn.utils.clip_grad_norm_(params, train.grad_clip)
         optimizer.step()
         result.losses.append(loss)
         result.steps = step + 1
     policy.eval()
+    result.clip_share, result.tokens = objective.clip_share, objective.tokens
     result.seconds = time.monotonic() - started
     return result

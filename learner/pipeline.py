@@ -58,10 +58,11 @@ from learner.runs import (  # noqa: F401  (re-exported: the steps' vocabulary)
 
 STEPS = ("collect", "train", "evaluate", "publish", "deploy")
 TASK_STEPS = ("tasks", "rollouts", "train", "evaluate", "publish", "deploy")
+MIXED_STEPS = ("collect", *TASK_STEPS)
 
 
 def steps_of(config: LearnerConfig) -> tuple[str, ...]:
-    return TASK_STEPS if config.kind == "tasks" else STEPS
+    return {"tasks": TASK_STEPS, "mixed": MIXED_STEPS}.get(config.kind, STEPS)
 
 
 # ---- the steps ------------------------------------------------------------------------------
@@ -86,12 +87,17 @@ def collect(ctx: Context, run_id: int) -> dict[str, Any]:
         summary.update(train=len(train), heldout=len(samples) - len(train))
         with transaction(ctx.db) as db:
             set_run_dataset(db, run_id=run_id, dataset=summary)
+        short = None
         if len(samples) < config.data.min_samples:
-            raise RunSkipped(f"{len(samples)} labelled samples, need {config.data.min_samples}")
-        if not summary["desirable"] or not summary["undesirable"]:
-            raise RunSkipped("needs both accepted and rejected suggestions to learn from")
-        if not train or len(train) == len(samples):
-            raise RunSkipped("too few samples for a training and a held-out split")
+            short = f"{len(samples)} labelled samples, need {config.data.min_samples}"
+        elif not summary["desirable"] or not summary["undesirable"]:
+            short = "needs both accepted and rejected suggestions to learn from"
+        elif not train or len(train) == len(samples):
+            short = "too few samples for a training and a held-out split"
+        if short and config.kind != "mixed":
+            raise RunSkipped(short)
+        if short:  # a mixed cycle goes on with its task rollouts alone
+            samples, summary["left_out"] = [], short
         write_snapshot(ctx.run_dir(run_id) / "dataset.json", samples)
         return summary
 
@@ -131,6 +137,10 @@ def train(ctx: Context, run_id: int) -> dict[str, Any]:
             from learner.taskcycle import train_on_rollouts
 
             return train_on_rollouts(ctx, run_id, config)
+        if config.kind == "mixed":
+            from learner.mixed import train_mixed_step
+
+            return train_mixed_step(ctx, run_id, config)
         from learner.data import read_snapshot
         from learner.train import load_base, make_policy, train_policy
 
@@ -152,43 +162,54 @@ def train(ctx: Context, run_id: int) -> dict[str, Any]:
     return recorded_step(ctx, run_id, "train", body)
 
 
+def feedback_evaluation(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
+    """The candidate and the serving adapter on the held-out feedback, and the gate's
+    decision (`reasons`: empty when it accepts)."""
+    from learner.data import read_snapshot
+    from learner.evaluate import adapter_is_finite, codegen_gate, gate, score_adapters
+
+    heldout = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if s.heldout]
+    candidate = ctx.run_dir(run_id) / "candidate"
+    with transaction(ctx.db) as db:
+        serving_version, serving_dir = serving_adapter(db, backend=ctx.deployment_backend)
+    finite = adapter_is_finite(candidate)
+    scores = score_adapters(
+        ctx.settings.model_name, heldout,
+        {"candidate": candidate, "serving": serving_dir}, config.train,
+    )  # fmt: skip
+    decision = gate(scores["candidate"], scores["serving"], config.gate, finite=finite)
+    reasons = decision.reasons
+    codegen: dict[str, Any] = {}
+    if not reasons:  # HumanEval pass@1, when gate.codegen_problems > 0 (off by default)
+        codegen, reasons = codegen_gate(
+            ctx.settings.model_name, candidate, serving_dir, config.gate
+        )
+    return {
+        "candidate": scores["candidate"].as_dict(),
+        "serving": scores["serving"].as_dict(),
+        "serving_version": serving_version,
+        "finite": finite,
+        "accepted": not reasons,
+        "reasons": reasons,
+        "undecided": decision.undecided,
+        **({"codegen": codegen} if codegen else {}),
+    }
+
+
 def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
     def body(config: LearnerConfig) -> dict[str, Any]:
         if config.kind == "tasks":
             from learner.taskcycle import evaluate_heldout
 
-            return evaluate_heldout(ctx, run_id, config)
-        from learner.data import read_snapshot
-        from learner.evaluate import adapter_is_finite, codegen_gate, gate, score_adapters
+            metrics = evaluate_heldout(ctx, run_id, config)
+        elif config.kind == "mixed":
+            from learner.mixed import evaluate_mixed
 
-        heldout = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if s.heldout]
-        candidate = ctx.run_dir(run_id) / "candidate"
-        with transaction(ctx.db) as db:
-            serving_version, serving_dir = serving_adapter(db, backend=ctx.deployment_backend)
-        finite = adapter_is_finite(candidate)
-        scores = score_adapters(
-            ctx.settings.model_name, heldout,
-            {"candidate": candidate, "serving": serving_dir}, config.train,
-        )  # fmt: skip
-        decision = gate(scores["candidate"], scores["serving"], config.gate, finite=finite)
-        reasons = decision.reasons
-        codegen: dict[str, Any] = {}
-        if not reasons:  # HumanEval pass@1, when gate.codegen_problems > 0 (off by default)
-            codegen, reasons = codegen_gate(
-                ctx.settings.model_name, candidate, serving_dir, config.gate
-            )
-        metrics = {
-            "candidate": scores["candidate"].as_dict(),
-            "serving": scores["serving"].as_dict(),
-            "serving_version": serving_version,
-            "finite": finite,
-            "accepted": not reasons,
-            "reasons": reasons,
-            "undecided": decision.undecided,
-            **({"codegen": codegen} if codegen else {}),
-        }
-        if reasons:
-            raise StepFailed("gate refused the adapter: " + "; ".join(reasons), metrics)
+            metrics = evaluate_mixed(ctx, run_id, config)
+        else:
+            metrics = feedback_evaluation(ctx, run_id, config)
+        if metrics["reasons"]:
+            raise StepFailed("gate refused the adapter: " + "; ".join(metrics["reasons"]), metrics)
         return metrics
 
     return recorded_step(ctx, run_id, "evaluate", body)

@@ -118,6 +118,50 @@ def completion_token_logprobs(
     return out
 
 
+class FeedbackObjective:
+    """The KTO-style loss on people's feedback (learner/kto.py), one batch at a time:
+    `backward(picked)` accumulates the gradients of the samples at `picked`, scaled by
+    `scale`, micro-batch by micro-batch. train_policy steps on it alone; learner/mixed.py
+    beside the task objective."""
+
+    def __init__(self, policy: PeftModel, samples: Sequence[Sample], config: TrainConfig):
+        self.samples, self.config = list(samples), config
+        self.lambdas = class_weights(self.samples, config.desirable_weight,
+                                     config.undesirable_weight)  # fmt: skip
+        # With a KL penalty the reference's full distributions are needed at every step (one
+        # no-grad forward); without, its token logprobs never change: compute them once.
+        self.reference = (
+            completion_token_logprobs(policy, self.samples, config) if not config.kl_coef else None
+        )
+
+    def backward(self, policy: PeftModel, picked: Sequence[int], scale: float = 1.0,
+                 result: TrainResult | None = None) -> float:  # fmt: skip
+        config, chunk = self.config, [self.samples[i] for i in picked]
+        loss = 0.0
+        for positions in micro_batches(chunk, config):
+            part = [chunk[k] for k in positions]
+            batch = _batch(part, config, self.lambdas)
+            logits = completion_logits(policy, batch)
+            policy_lp = token_logprobs(logits, batch)
+            if self.reference is not None:
+                ref = align_rows([self.reference[picked[k]] for k in positions], batch)
+                kl = torch.zeros(())
+            else:
+                with torch.no_grad(), policy.disable_adapter():
+                    ref_logits = completion_logits(policy, batch)
+                ref = token_logprobs(ref_logits, batch)
+                kl = masked_mean(per_token_kl(logits, ref_logits), batch.completion_mask)
+            parts = kto_loss(policy_lp, ref, batch, beta=config.beta, is_cap=config.is_cap)
+            share = len(part) / len(chunk)  # micro-batches combine in proportion to samples
+            part_loss = (parts.loss + config.kl_coef * kl) * share * scale
+            part_loss.backward()
+            loss += float(part_loss.detach())
+            if result is not None:
+                result.tokens += batch.tokens
+                result.micro_batches += 1
+        return loss
+
+
 def train_policy(
     policy: PeftModel,
     samples: Sequence[Sample],
@@ -130,10 +174,7 @@ def train_policy(
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     samples = list(samples)
-    lambdas = class_weights(samples, config.desirable_weight, config.undesirable_weight)
-    # With a KL penalty the reference's full distributions are needed at every step (one
-    # no-grad forward); without, its token logprobs never change: compute them once.
-    reference = completion_token_logprobs(policy, samples, config) if not config.kl_coef else None
+    objective = FeedbackObjective(policy, samples, config)
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     per_epoch = math.ceil(len(samples) / config.batch_size)
@@ -147,29 +188,8 @@ def train_policy(
             result.stopped_early = True
             break
         picked, order = draw(order, len(samples), config.batch_size, rng)
-        chunk = [samples[i] for i in picked]
         optimizer.zero_grad(set_to_none=True)
-        loss = 0.0
-        for positions in micro_batches(chunk, config):
-            part = [chunk[k] for k in positions]
-            batch = _batch(part, config, lambdas)
-            logits = completion_logits(policy, batch)
-            policy_lp = token_logprobs(logits, batch)
-            if reference is not None:
-                ref = align_rows([reference[picked[k]] for k in positions], batch)
-                kl = torch.zeros(())
-            else:
-                with torch.no_grad(), policy.disable_adapter():
-                    ref_logits = completion_logits(policy, batch)
-                ref = token_logprobs(ref_logits, batch)
-                kl = masked_mean(per_token_kl(logits, ref_logits), batch.completion_mask)
-            parts = kto_loss(policy_lp, ref, batch, beta=config.beta, is_cap=config.is_cap)
-            share = len(part) / len(chunk)  # micro-batches combine in proportion to samples
-            part_loss = (parts.loss + config.kl_coef * kl) * share
-            part_loss.backward()
-            loss += float(part_loss.detach())
-            result.tokens += batch.tokens
-            result.micro_batches += 1
+        loss = objective.backward(policy, picked, result=result)
         torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
         optimizer.step()
         result.losses.append(loss)

@@ -21,7 +21,8 @@ RunStatus = Literal["queued", "running", "succeeded", "failed", "skipped"]
 
 
 class LearnerRun(Base):
-    """One learning cycle: collect -> train -> evaluate/gate -> publish -> deploy."""
+    """One learning cycle: collect -> train -> evaluate/gate -> publish -> deploy (a task cycle:
+    tasks -> rollouts -> train -> evaluate/gate -> publish -> deploy)."""
 
     __tablename__ = "learner_runs"
     __table_args__ = (Index("ix_learner_runs_created_at", "created_at"),)

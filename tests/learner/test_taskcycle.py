@@ -33,6 +33,7 @@ from learner.synth.mine import mine_tasks
 from learner.synth.records import TaskRecord, read_tasks, write_tasks
 from learner.taskcycle import split_tasks, task_files
 from tests.learner.synth.synth_repo import make_task_repo
+from tests.learner.synthetic_feedback import seed_feedback
 
 TASKS = {"python": sys.executable, "max_tasks": 8, "mine_timeout_s": 120, "train_tasks": 2,
          "samples": 4, "eval_samples": 1, "max_heldout": 2, "step_limit": 4, "wall_s": 60,
@@ -143,10 +144,10 @@ class Oracle(ScriptedModel):
         self.loaded.discard(name)
 
 
-def _run(ctx: Context, repo: Path, tasks_file: Path, oracle: Oracle) -> Any:
+def _run(ctx: Context, repo: Path, tasks_file: Path, oracle: Oracle, kind: str = "tasks") -> Any:
     ctx.backend = lambda settings: oracle
     tasks = TASKS | {"repo": str(repo), "tasks_file": str(tasks_file)}
-    config = CONFIG | {"kind": "tasks", "tasks": tasks}
+    config = CONFIG | {"kind": kind, "tasks": tasks, "data": {"settle_s": 0.0}}
     run = run_cycle(ctx, create_cycle(ctx, trigger="test", overrides=config))
     return run, {s["name"]: s for s in run.steps}
 
@@ -233,3 +234,32 @@ def test_no_learning_signal_skips_the_cycle_and_keeps_its_rollouts(
     with transaction(ctx.db) as db:
         assert get_run(db, run_id=run.id).adapter_version is None
     assert sum(len(v) for v in _adapters(ctx, run.id).values()) >= 1
+
+
+def test_a_mixed_cycle_trains_on_feedback_and_rollouts_in_one_update(
+    ctx: Context, repo: Path, mutations: Path, dev_tokenizer: Any, dev_model_dir: Path
+) -> None:
+    seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 24)
+    oracle = Oracle(read_tasks(mutations), lambda task, adapter, attempt: attempt % 2 == 0,
+                    len(dev_tokenizer))  # fmt: skip
+    run, steps = _run(ctx, repo, mutations, oracle, kind="mixed")
+    assert run.status == "succeeded", run.error
+    assert list(steps) == ["collect", *TASK_STEPS]
+    train = steps["train"]["metrics"]
+    assert train["feedback_samples"] > 0 and train["task_samples"] > 0
+    assert len(train["feedback_losses"]) == len(train["task_losses"]) == train["steps"] >= 1
+    evaluation = steps["evaluate"]["metrics"]  # both gates looked at it
+    assert evaluation["candidate"]["samples"] > 0 and evaluation["tasks"]["candidate"]["rollouts"]
+
+
+def test_a_mixed_cycle_without_enough_feedback_trains_on_its_rollouts_alone(
+    ctx: Context, repo: Path, mutations: Path, dev_tokenizer: Any
+) -> None:
+    oracle = Oracle(read_tasks(mutations), lambda task, adapter, attempt: attempt % 2 == 0,
+                    len(dev_tokenizer))  # fmt: skip
+    run, steps = _run(ctx, repo, mutations, oracle, kind="mixed")
+    assert run.status == "succeeded", run.error
+    assert "labelled samples" in steps["collect"]["metrics"]["left_out"]
+    train = steps["train"]["metrics"]
+    assert train["feedback_samples"] == 0 and train["feedback_losses"] == []
+    assert train["task_samples"] > 0 and len(train["task_losses"]) == train["steps"]
