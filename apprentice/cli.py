@@ -147,9 +147,16 @@ def learn(
     python: Annotated[str, typer.Option(help="With --tasks: what runs its tests.")] = "python",
 ) -> None:  # fmt: skip
     """Run one learning cycle in the foreground and print its metrics."""
+    from apprentice.prepare import prepare, startup_errors
     from learner.cli import learn_once
 
-    raise typer.Exit(learn_once(load_settings(), err, tasks_repo=tasks, python=python))
+    if tasks is not None and not (tasks / ".git").exists():  # before any model is made ready
+        err.print(f"[red]error:[/red] {tasks}: not a git repository")
+        raise typer.Exit(2)
+    settings = load_settings()
+    with startup_errors(err):  # an embedded database is migrated; the model made ready
+        prepare(settings, trains=True)
+    raise typer.Exit(learn_once(settings, err, tasks_repo=tasks, python=python))
 
 
 @app.command()
