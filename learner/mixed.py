@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,6 +32,8 @@ from learner.config import LearnerConfig, MixConfig, TaskTrainConfig, TrainConfi
 from learner.grpo import CallSample, Gap, TaskObjective
 from learner.runs import Context, RunSkipped, save_candidate
 from learner.train import FeedbackObjective, TrainResult, draw
+
+Evaluation = Callable[[Context, int, LearnerConfig], dict[str, Any]]
 
 
 @dataclass
@@ -126,10 +128,12 @@ def train_mixed_step(ctx: Context, run_id: int, config: LearnerConfig) -> dict[s
             "parent_version": version if used else None}  # fmt: skip
 
 
-def evaluate_mixed(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
-    """Both gates: feedback (when held-out feedback exists) and held-out tasks."""
+def evaluate_mixed(
+    ctx: Context, run_id: int, config: LearnerConfig, feedback_evaluation: Evaluation
+) -> dict[str, Any]:
+    """Both gates: `feedback_evaluation` (pipeline's, when held-out feedback exists) and
+    held-out tasks."""
     from learner.data import read_snapshot
-    from learner.pipeline import feedback_evaluation
     from learner.taskcycle import evaluate_heldout
 
     heldout = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if s.heldout]

@@ -205,7 +205,7 @@ def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
         elif config.kind == "mixed":
             from learner.mixed import evaluate_mixed
 
-            metrics = evaluate_mixed(ctx, run_id, config)
+            metrics = evaluate_mixed(ctx, run_id, config, feedback_evaluation)
         else:
             metrics = feedback_evaluation(ctx, run_id, config)
         if metrics["reasons"]:
