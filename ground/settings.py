@@ -110,6 +110,11 @@ class Settings(BaseSettings):
         default=SecretStr(""),
         description="Admin token for /v1/admin. Empty: made into $APPRENTICE_HOME/admin_token.",
     )
+    metrics_token: SecretStr = Field(
+        default=SecretStr(""),
+        description="Token Prometheus sends to scrape GET /metrics (the admin token works too). "
+        "Empty: made into $APPRENTICE_HOME/metrics_token.",
+    )
     host: str = Field(default="127.0.0.1", description="Interface the agent server binds.")
     port: int = Field(default=8765, ge=1, le=65535, description="Port of the agent server.")
     lsp_host: str = Field(default="127.0.0.1", description="Interface of `apprentice lsp --tcp`.")
@@ -217,6 +222,10 @@ class Settings(BaseSettings):
     @property
     def admin_token_file(self) -> Path:
         return self.home / "admin_token"
+
+    @property
+    def metrics_token_file(self) -> Path:
+        return self.home / "metrics_token"
 
     def ensure_home(self) -> Path:
         """Create the data directory (mode 0700) if it is missing and return it."""

@@ -39,12 +39,18 @@ SERVICES = {
     "agent-server",
     "learner-worker",
     "learner-beat",
+    "prometheus",
+    "grafana",
 }
 # Services that run our image with its default entrypoint (`apprentice`).
 APPRENTICE_SERVICES = {"migrate", "agent-server", "learner-worker"}
 OURS = APPRENTICE_SERVICES | {"learner-beat"}
 # What a filled-in .env provides; unset variables take the file's defaults.
-DOT_ENV = {"POSTGRES_PASSWORD": "placeholder-password"}
+DOT_ENV = {
+    "POSTGRES_PASSWORD": "placeholder-password",
+    "APPRENTICE_METRICS_TOKEN": "placeholder-metrics-token",
+    "GRAFANA_ADMIN_PASSWORD": "placeholder-grafana",
+}
 
 _VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?])(?P<arg>[^}]*))?\}")
 
@@ -270,8 +276,41 @@ def test_no_secret_values_in_the_file(compose):
         env = env_of(compose["services"][name])
         for key in ("APPRENTICE_TOKEN", "APPRENTICE_ADMIN_TOKEN", "APPRENTICE_MODEL_API_KEY"):
             assert env.get(key, "") == "", f"{name}: {key} must come from .env, not the file"
-    assert "placeholder-password" not in COMPOSE_TEXT
-    assert "${POSTGRES_PASSWORD:?" in COMPOSE_TEXT
+    for value in DOT_ENV.values():
+        assert value not in COMPOSE_TEXT
+    for required in ("POSTGRES_PASSWORD", "APPRENTICE_METRICS_TOKEN", "GRAFANA_ADMIN_PASSWORD"):
+        assert "${" + required + ":?" in COMPOSE_TEXT
+
+
+def test_prometheus_scrapes_the_agent_server_with_the_metrics_token(compose):
+    services = compose["services"]
+    config = yaml.safe_load((REPO / "deploy" / "prometheus" / "prometheus.yml").read_text())
+    job = config["scrape_configs"][0]
+    assert job["metrics_path"] == "/metrics"
+    assert job["static_configs"][0]["targets"] == ["agent-server:8765"]
+    # The secret Prometheus reads is the token the agent server is given.
+    secret = compose["secrets"]["metrics_token"]
+    assert secret == {"environment": "APPRENTICE_METRICS_TOKEN"}
+    assert "metrics_token" in services["prometheus"]["secrets"]
+    assert job["authorization"]["credentials_file"] == "/run/secrets/metrics_token"
+    server_env = env_of(services["agent-server"])
+    assert server_env["APPRENTICE_METRICS_TOKEN"] == DOT_ENV["APPRENTICE_METRICS_TOKEN"]
+    mounted = {m.split(":")[0]: m.split(":")[1] for m in services["prometheus"]["volumes"]}
+    assert mounted["./deploy/prometheus/prometheus.yml"] == "/etc/prometheus/prometheus.yml"
+
+
+def test_grafana_is_provisioned_from_the_repository(compose):
+    mounted = {m.split(":")[0]: m.split(":")[1] for m in compose["services"]["grafana"]["volumes"]}
+    for source in ("./deploy/grafana/provisioning", "./deploy/grafana/dashboards"):
+        assert (REPO / source).is_dir() and source in mounted
+    provider = yaml.safe_load(
+        (REPO / "deploy/grafana/provisioning/dashboards/apprentice.yml").read_text()
+    )
+    assert provider["providers"][0]["options"]["path"] == mounted["./deploy/grafana/dashboards"]
+    source = yaml.safe_load(
+        (REPO / "deploy/grafana/provisioning/datasources/prometheus.yml").read_text()
+    )
+    assert source["datasources"][0]["url"] == "http://prometheus:9090"
 
 
 def test_dockerfile_matches_compose_and_project():

@@ -2,7 +2,9 @@
 
 - The user token guards everything but `GET /healthz`. It is `APPRENTICE_TOKEN` when set,
   else the content of `$APPRENTICE_HOME/token`, made on first start (mode 0600). The admin
-  token works the same way (`APPRENTICE_ADMIN_TOKEN`, `$APPRENTICE_HOME/admin_token`).
+  token works the same way (`APPRENTICE_ADMIN_TOKEN`, `$APPRENTICE_HOME/admin_token`), and so
+  does the metrics token that Prometheus scrapes `/metrics` with (`APPRENTICE_METRICS_TOKEN`,
+  `$APPRENTICE_HOME/metrics_token`; the admin token is accepted there too).
 - HTTP: `Authorization: Bearer <token>`. WebSocket: the same header on the handshake, or a
   `token` query parameter for clients that cannot set headers (browsers). Tokens are compared
   in constant time. Query tokens would land in access logs, so `RedactTokenFilter` hides them.
@@ -31,22 +33,27 @@ class AuthConfig:
     token: str
     admin_token: str
     allowed_origins: tuple[str, ...]
+    metrics_token: str = ""  # empty: only the admin token may scrape /metrics
 
     def __post_init__(self) -> None:
-        if len(self.token) < 16 or len(self.admin_token) < 16:
+        too_short = len(self.token) < 16 or len(self.admin_token) < 16
+        if too_short or 0 < len(self.metrics_token) < 16:
             raise ValueError(
                 "tokens must be at least 16 characters: set APPRENTICE_TOKEN / "
-                "APPRENTICE_ADMIN_TOKEN to a longer secret, or unset them to have one made"
+                "APPRENTICE_ADMIN_TOKEN / APPRENTICE_METRICS_TOKEN to a longer secret, or "
+                "unset them to have one made"
             )
 
     @classmethod
     def from_settings(cls, settings: Settings) -> AuthConfig:
         token = settings.token.get_secret_value()
         admin = settings.admin_token.get_secret_value()
+        metrics = settings.metrics_token.get_secret_value()
         return cls(
             token=token or load_or_create_token(settings.token_file),
             admin_token=admin or load_or_create_token(settings.admin_token_file),
             allowed_origins=tuple(settings.allowed_origins),
+            metrics_token=metrics or load_or_create_token(settings.metrics_token_file),
         )
 
     def check_token(self, presented: str | None, *, admin: bool = False) -> bool:
@@ -58,6 +65,16 @@ class AuthConfig:
         if admin:
             return ok_admin
         return hmac.compare_digest(given, self.token.encode()) or ok_admin
+
+    def check_metrics_token(self, presented: str | None) -> bool:
+        """The metrics token or the admin token (constant time; the user token never)."""
+        if not presented:
+            return False
+        given = presented.encode()
+        ok_metrics = bool(self.metrics_token) and hmac.compare_digest(
+            given, self.metrics_token.encode()
+        )
+        return ok_metrics or hmac.compare_digest(given, self.admin_token.encode())
 
     def origin_allowed(self, origin: str | None) -> bool:
         if origin is None:

@@ -16,6 +16,7 @@ import contextlib
 import datetime as dt
 import itertools
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.websockets import WebSocket
 
 from agent_server.api.frames import FrameError, parse_frame
+from agent_server.api.metrics import adapter_label
 from agent_server.api.sessions import LiveSession, transcript_entries
 from agent_server.models.base import BackendUnavailable, ModelError
 from agent_server.protocol import messages as p
@@ -62,6 +64,8 @@ class Connection:
                 await self.ws.send_text(p.encode(message))
             except Exception:  # the socket died between the check and the send
                 self.closed = True
+                return
+        self.services.metrics.sent(message)
 
     def new_request_id(self) -> str:
         return f"req-{next(self._ids)}"
@@ -105,9 +109,10 @@ class Connection:
     async def handle_frame(self, text: str | None, data: bytes | None) -> None:
         frame_id: str | None = None
         session_id: str | None = None
+        kind, started = "invalid", time.perf_counter()
         try:
             msg = parse_frame(text, data, max_bytes=self.services.config.max_frame_bytes)
-            frame_id, session_id = msg.id, getattr(msg, "session_id", None)
+            frame_id, session_id, kind = msg.id, getattr(msg, "session_id", None), msg.type
             if not self.greeted and not isinstance(msg, p.Hello | p.Ping):
                 raise ApiError(ErrorCode.HELLO_REQUIRED, "send hello first")
             await HANDLERS[type(msg)](self, msg)
@@ -122,6 +127,8 @@ class Connection:
             await self.send(
                 p.Error(id=frame_id, code=ErrorCode.INTERNAL, message=ErrorCode.INTERNAL.meaning)
             )
+        finally:
+            self.services.metrics.observe_message(kind, time.perf_counter() - started)
 
     async def close(self) -> None:
         self.closed = True
@@ -228,9 +235,10 @@ async def on_completion_request(conn: Connection, msg: p.CompletionRequest) -> N
 
 async def on_edit_outcome(conn: Connection, msg: p.EditOutcome) -> None:
     services = conn.services
-    exists, session_id = await services.store.suggestion_session(msg.suggestion_id)
-    if not exists:
+    found = await services.store.suggestion_info(msg.suggestion_id)
+    if found is None:
         raise ApiError(ErrorCode.SUGGESTION_NOT_FOUND, f"no suggestion {msg.suggestion_id!r}")
+    session_id = found.session_id
     live = services.sessions.live.get(session_id) if session_id else None
     if live is not None and live.conn is not conn:
         raise ApiError(ErrorCode.SESSION_NOT_OWNED, "the suggestion's session is open elsewhere")
@@ -248,6 +256,10 @@ async def on_edit_outcome(conn: Connection, msg: p.EditOutcome) -> None:
         raise ApiError(ErrorCode.OUTCOME_CONFLICT, str(exc)) from None
     except UnknownSuggestion:
         raise ApiError(ErrorCode.SUGGESTION_NOT_FOUND, msg.suggestion_id) from None
+    if not stored.duplicate:
+        services.metrics.outcomes.labels(
+            msg.outcome, found.kind, adapter_label(found.adapter_version)
+        ).inc()
     # Acknowledged only now that the row is committed; then the waiting agent may go on.
     await conn.send(
         p.OutcomeAck(id=msg.id, suggestion_id=msg.suggestion_id,

@@ -13,7 +13,8 @@ from fastapi import FastAPI
 
 from agent_server.api.auth import AuthConfig, install_access_log_filter
 from agent_server.api.config import ApiConfig
-from agent_server.api.routers import admin, health, sessions, ws
+from agent_server.api.metrics import HttpMetricsMiddleware, ServerMetrics
+from agent_server.api.routers import admin, health, metrics, sessions, ws
 from agent_server.api.services import start_services
 from agent_server.models.base import ModelBackend
 from agent_server.models.deployments import start_follower
@@ -27,10 +28,11 @@ def create_app(
     config = config or ApiConfig.from_settings(settings)
     auth = AuthConfig.from_settings(settings)  # makes the token files now, before serving
     install_access_log_filter()
+    server_metrics = ServerMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.services = start_services(settings, config, auth, backend)
+        app.state.services = start_services(settings, config, auth, backend, server_metrics)
         services = app.state.services  # serve what the deployments table names (learner)
         app.state.follower = start_follower(services.backend, services.db, settings.model_backend)
         try:
@@ -41,6 +43,7 @@ def create_app(
             await app.state.services.aclose()
 
     app = FastAPI(title="Apprentice agent server", version=__version__, lifespan=lifespan)
-    for router in (health.router, sessions.router, ws.router, admin.router):
+    for router in (health.router, sessions.router, ws.router, admin.router, metrics.router):
         app.include_router(router)
+    app.add_middleware(HttpMetricsMiddleware, metrics=server_metrics)
     return app

@@ -16,8 +16,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agent_server.api.auth import AuthConfig
 from agent_server.api.config import ApiConfig
+from agent_server.api.metrics import ServerMetrics
 from agent_server.api.sessions import SessionManager
 from agent_server.models.base import ModelBackend
+from agent_server.models.deployments import deployment_backend
 from agent_server.session.store import Store
 from feedback.db import make_engine, make_sessionmaker
 from ground.settings import Settings
@@ -36,6 +38,7 @@ class Services:
     store: Store
     sessions: SessionManager
     owns_backend: bool
+    metrics: ServerMetrics
 
     async def aclose(self) -> None:
         for live in list(self.sessions.live.values()):
@@ -47,7 +50,11 @@ class Services:
 
 
 def start_services(
-    settings: Settings, config: ApiConfig, auth: AuthConfig, backend: ModelBackend | None
+    settings: Settings,
+    config: ApiConfig,
+    auth: AuthConfig,
+    backend: ModelBackend | None,
+    metrics: ServerMetrics | None = None,
 ) -> Services:
     owns = backend is None
     if backend is None:
@@ -58,6 +65,10 @@ def start_services(
     factory = make_sessionmaker(engine)
     store = Store(factory)
     log.info("agent server: model %s, database %s", backend.model_name, engine.url)
+    sessions = SessionManager(store, backend, config)
+    metrics = metrics or ServerMetrics()
+    metrics.watch_sessions(lambda: len(sessions.live))
+    metrics.add_database(factory, deployment_backend(settings.model_backend))
     return Services(
         settings=settings,
         config=config,
@@ -66,6 +77,7 @@ def start_services(
         engine=engine,
         db=factory,
         store=store,
-        sessions=SessionManager(store, backend, config),
+        sessions=sessions,
         owns_backend=owns,
+        metrics=metrics,
     )

@@ -62,6 +62,13 @@ class StoredOutcome:
     duplicate: bool  # the client_event_id was stored before this call
 
 
+@dataclasses.dataclass(frozen=True)
+class SuggestionInfo:
+    session_id: str | None
+    kind: str  # "completion" | "edit" | ...
+    adapter_version: int | None  # None: the base model served it
+
+
 class Store:
     def __init__(self, factory: sessionmaker[Session]) -> None:
         self._factory = factory
@@ -158,12 +165,14 @@ class Store:
 
         await self._run(fn)
 
-    async def suggestion_session(self, suggestion_id: str) -> tuple[bool, str | None]:
-        """(exists, its session id)."""
+    async def suggestion_info(self, suggestion_id: str) -> SuggestionInfo | None:
+        """The suggestion's session, kind and adapter; None when there is no such suggestion."""
 
-        def fn(db: Session) -> tuple[bool, str | None]:
+        def fn(db: Session) -> SuggestionInfo | None:
             row = q_suggestions.get_suggestion(db, suggestion_id=suggestion_id)
-            return (row is not None, row.session_id if row else None)
+            if row is None:
+                return None
+            return SuggestionInfo(row.session_id, row.kind, row.adapter_version)
 
         return await self._run(fn)
 

@@ -20,11 +20,18 @@ async def websocket(ws: WebSocket) -> None:
     origin = ws.headers.get("origin")
     if not services.auth.origin_allowed(origin):
         log.warning("refused WebSocket from origin %r", origin)
+        services.metrics.ws_refused.labels("origin").inc()
         # Closing before accept makes the server answer the handshake with HTTP 403.
         await ws.close(code=status.WS_1008_POLICY_VIOLATION)
         return
     if not services.auth.check_token(websocket_token(ws)):
+        services.metrics.ws_refused.labels("token").inc()
         await ws.close(code=status.WS_1008_POLICY_VIOLATION)
         return
     await ws.accept()
-    await Connection(ws, services).serve()
+    services.metrics.ws_opened.inc()
+    services.metrics.ws_open.inc()
+    try:
+        await Connection(ws, services).serve()
+    finally:
+        services.metrics.ws_open.dec()

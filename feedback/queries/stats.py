@@ -1,0 +1,75 @@
+"""Aggregates over the feedback log and the learner's records, computed by the database.
+
+    outcome_counts(db)          # [(suggestion kind, adapter version, outcome kind, n), ...]
+    run_status_counts(db)       # {"succeeded": 12, "failed": 1, ...}
+    latest_step_seconds(db)     # {"train": 241.0, ...}: each step's duration in its latest run
+    latest_train_tokens_per_s(db)
+
+What `/metrics` (agent_server/api/metrics.py) reports from the database. Every count is a
+GROUP BY in SQL, so nothing here loads the outcomes into Python; the run helpers read only
+the newest `limit` runs. Tests: tests/api/test_metrics.py.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from feedback.models import LearnerRun, Outcome, Suggestion
+
+
+def outcome_counts(db: Session) -> list[tuple[str, int | None, str, int]]:
+    """Outcomes by the suggestion's kind, the adapter that served it and the outcome's kind."""
+    rows = db.execute(
+        select(Suggestion.kind, Suggestion.adapter_version, Outcome.kind, func.count())
+        .join(Outcome, Outcome.suggestion_id == Suggestion.id)
+        .group_by(Suggestion.kind, Suggestion.adapter_version, Outcome.kind)
+    )
+    return [(str(s), v, str(o), int(n)) for s, v, o, n in rows]
+
+
+def run_status_counts(db: Session) -> dict[str, int]:
+    rows = db.execute(select(LearnerRun.status, func.count()).group_by(LearnerRun.status))
+    return {str(status): int(n) for status, n in rows}
+
+
+def _recent_steps(db: Session, limit: int) -> list[list[dict[str, Any]]]:
+    rows = db.scalars(
+        select(LearnerRun.steps).order_by(LearnerRun.id.desc()).limit(limit)
+    )  # newest first
+    return [list(steps or []) for steps in rows]
+
+
+def step_seconds(step: dict[str, Any]) -> float | None:
+    """A finished step's wall time from its ISO timestamps; None while it runs."""
+    try:
+        started = dt.datetime.fromisoformat(step["started"])
+        finished = dt.datetime.fromisoformat(step["finished"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return max(0.0, (finished - started).total_seconds())
+
+
+def latest_step_seconds(db: Session, *, limit: int = 50) -> dict[str, float]:
+    """Each step name's duration in the newest of the last `limit` runs that finished it."""
+    found: dict[str, float] = {}
+    for steps in _recent_steps(db, limit):
+        for step in steps:
+            seconds = step_seconds(step) if isinstance(step, dict) else None
+            if seconds is not None and step.get("name") and step["name"] not in found:
+                found[str(step["name"])] = seconds
+    return found
+
+
+def latest_train_tokens_per_s(db: Session, *, limit: int = 50) -> float | None:
+    """Train throughput of the newest run (of the last `limit`) whose train step reported it."""
+    for steps in _recent_steps(db, limit):
+        for step in steps:
+            if isinstance(step, dict) and step.get("name") == "train":
+                value = (step.get("metrics") or {}).get("tokens_per_s")
+                if isinstance(value, int | float):
+                    return float(value)
+    return None
