@@ -3,7 +3,9 @@
     @router.get("/things")
     def things(db: DbDep) -> list[Thing]: ...
 
-Routers that need a token add `dependencies=[Depends(require_token)]`. Nothing to run.
+Routers that need a token add `dependencies=[Depends(require_token)]` (the admin routers:
+`require_admin`, which also takes the dashboard's session cookie, admin_session.py).
+Nothing to run.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from sqlalchemy.orm import Session
 
+from agent_server.api.admin_session import COOKIE, CSRF_HEADER, SAFE_METHODS, csrf_ok, read_cookie
 from agent_server.api.auth import bearer_token
 from agent_server.api.services import Services
 
@@ -41,3 +44,31 @@ def require_token(request: Request, services: ServicesDep) -> None:
             "is in $APPRENTICE_HOME/token unless APPRENTICE_TOKEN is set)",
             headers={"WWW-Authenticate": "Bearer"},
         )
+
+
+def require_admin(request: Request, services: ServicesDep) -> None:
+    """The admin token as a bearer token, or the dashboard's session cookie (with its CSRF
+    token on anything but GET / HEAD / OPTIONS). The user token gets 403, nothing else 401."""
+    token = bearer_token(request)
+    if token is None:
+        admin_token = services.auth.admin_token
+        session = read_cookie(admin_token, request.cookies.get(COOKIE))
+        if session is not None:
+            if request.method in SAFE_METHODS or csrf_ok(
+                admin_token, session, request.headers.get(CSRF_HEADER)
+            ):
+                return
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                detail=f"missing or wrong {CSRF_HEADER} header (GET /v1/admin/session gives it)",
+            )
+    elif services.auth.check_token(token, admin=True):
+        return
+    elif services.auth.check_token(token):
+        raise HTTPException(status.HTTP_403_FORBIDDEN, detail="this needs the admin token")
+    raise HTTPException(
+        status.HTTP_401_UNAUTHORIZED,
+        detail="missing or wrong token: send `Authorization: Bearer <admin token>` (it is in "
+        "$APPRENTICE_HOME/admin_token unless APPRENTICE_ADMIN_TOKEN is set), or sign in at /admin/",
+        headers={"WWW-Authenticate": "Bearer"},
+    )

@@ -1,7 +1,8 @@
 """`/v1/admin`: the learner's runs, adapters and deployments; trigger a cycle; roll back.
 
 Needs the admin token (`Authorization: Bearer <admin token>`; `$APPRENTICE_HOME/admin_token`
-unless APPRENTICE_ADMIN_TOKEN is set); the user token is refused with 403.
+unless APPRENTICE_ADMIN_TOKEN is set) or the dashboard's session cookie with its CSRF token
+(routers/admin_session.py); the user token is refused with 403.
 
     GET  /v1/admin/runs                 newest first          GET /v1/admin/runs/{id}
     POST /v1/admin/runs {"config": {...}}  -> 202, a queued run a learner worker picks up
@@ -26,8 +27,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_server.api.auth import bearer_token
-from agent_server.api.deps import DbDep, ServicesDep
+from agent_server.api.deps import DbDep, ServicesDep, require_admin
 from agent_server.models.base import ModelError
 from agent_server.models.deployments import deployment_backend, load_and_check, rollback_to
 from feedback.db import transaction
@@ -43,21 +43,6 @@ from feedback.queries import (
     rollback_target,
 )
 from ground.broker import send_cycle
-
-
-def require_admin(request: Request, services: ServicesDep) -> None:
-    token = bearer_token(request)
-    if services.auth.check_token(token, admin=True):
-        return
-    if services.auth.check_token(token):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, detail="this needs the admin token")
-    raise HTTPException(
-        status.HTTP_401_UNAUTHORIZED,
-        detail="missing or wrong token: send `Authorization: Bearer <admin token>` (it is in "
-        "$APPRENTICE_HOME/admin_token unless APPRENTICE_ADMIN_TOKEN is set)",
-        headers={"WWW-Authenticate": "Bearer"},
-    )
-
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
 
