@@ -14,7 +14,15 @@ from fastapi import FastAPI
 from agent_server.api.auth import AuthConfig, install_access_log_filter
 from agent_server.api.config import ApiConfig
 from agent_server.api.metrics import HttpMetricsMiddleware, ServerMetrics
-from agent_server.api.routers import admin, admin_session, health, metrics, sessions, ws
+from agent_server.api.routers import (
+    admin,
+    admin_session,
+    admin_views,
+    health,
+    metrics,
+    sessions,
+    ws,
+)
 from agent_server.api.services import start_services
 from agent_server.models.base import ModelBackend
 from agent_server.models.deployments import start_follower
@@ -43,7 +51,7 @@ def create_app(
             await app.state.services.aclose()
 
     app = FastAPI(title="Apprentice agent server", version=__version__, lifespan=lifespan)
-    routers = (health, sessions, ws, admin_session, admin, metrics)
+    routers = (health, sessions, ws, admin_session, admin, admin_views, metrics)
     for module in routers:
         app.include_router(module.router)
     app.add_middleware(HttpMetricsMiddleware, metrics=server_metrics)

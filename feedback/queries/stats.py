@@ -4,8 +4,10 @@
     run_status_counts(db)       # {"succeeded": 12, "failed": 1, ...}
     latest_step_seconds(db)     # {"train": 241.0, ...}: each step's duration in its latest run
     latest_train_tokens_per_s(db)
+    outcome_series(db, since=..., until=..., bucket_s=3600, language="python")  # the overview
 
-What `/metrics` (agent_server/api/metrics.py) reports from the database. Every count is a
+What `/metrics` (agent_server/api/metrics.py) and the dashboard's overview
+(routers/admin_stats.py) report from the database. Every count is a
 GROUP BY in SQL, so nothing here loads the outcomes into Python; the run helpers read only
 the newest `limit` runs. Tests: tests/api/test_metrics.py.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import BigInteger, Integer, cast, extract, func, or_, select
 from sqlalchemy.orm import Session
 
 from feedback.models import LearnerRun, Outcome, Suggestion
@@ -73,3 +75,54 @@ def latest_train_tokens_per_s(db: Session, *, limit: int = 50) -> float | None:
                 if isinstance(value, int | float):
                     return float(value)
     return None
+
+
+# File suffixes per language: the dashboard's language filter matches suggestions' file_path.
+LANGUAGES: dict[str, tuple[str, ...]] = {
+    "python": (".py", ".pyi"),
+    "typescript": (".ts", ".tsx"),
+    "javascript": (".js", ".jsx", ".mjs", ".cjs"),
+    "rust": (".rs",),
+    "go": (".go",),
+    "java": (".java",),
+    "c": (".c", ".h"),
+    "cpp": (".cc", ".cpp", ".cxx", ".hpp", ".hh"),
+    "ruby": (".rb",),
+    "shell": (".sh", ".bash"),
+    "markdown": (".md",),
+}
+
+
+def _bucket(column: Any, seconds: int, dialect: str) -> Any:
+    """The start (epoch seconds) of the `seconds`-long bucket a timestamp falls in."""
+    if dialect == "postgresql":
+        return cast(func.floor(extract("epoch", column) / seconds) * seconds, BigInteger)
+    # SQLite stores UTC text, which strftime('%s') reads as UTC; integer division floors
+    # (the times are after 1970) and needs no math functions, which not every build has.
+    return cast(func.strftime("%s", column), Integer) // seconds * seconds
+
+
+def outcome_series(
+    db: Session,
+    *,
+    since: dt.datetime,
+    until: dt.datetime,
+    bucket_s: int,
+    language: str | None = None,
+) -> list[tuple[int, int | None, str, str, int]]:
+    """Outcomes counted per time bucket, adapter version, suggestion kind and outcome kind:
+    [(bucket start, epoch s), adapter version, suggestion kind, outcome kind, n)], by the
+    outcome's server time in [since, until). One GROUP BY on the database."""
+    bucket = _bucket(Outcome.server_time, bucket_s, db.get_bind().dialect.name).label("bucket")
+    query = (
+        select(bucket, Suggestion.adapter_version, Suggestion.kind, Outcome.kind, func.count())
+        .join(Suggestion, Outcome.suggestion_id == Suggestion.id)
+        .where(Outcome.server_time >= since, Outcome.server_time < until)
+        .group_by(bucket, Suggestion.adapter_version, Suggestion.kind, Outcome.kind)
+        .order_by(bucket)
+    )
+    if language is not None:
+        suffixes = LANGUAGES[language]
+        query = query.where(or_(*(Suggestion.file_path.like(f"%{s}") for s in suffixes)))
+    rows = db.execute(query)
+    return [(int(b), v, str(s), str(k), int(n)) for b, v, s, k, n in rows]

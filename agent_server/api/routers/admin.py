@@ -42,6 +42,7 @@ from feedback.queries import (
     list_runs,
     rollback_target,
 )
+from feedback.queries.stats import step_seconds
 from ground.broker import send_cycle
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
@@ -51,20 +52,40 @@ class _Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
 
+class StepTime(BaseModel):
+    name: str
+    status: str
+    seconds: float | None = Field(description="Wall time; null while the step runs.")
+
+
 class RunOut(_Out):
     id: int
     status: str
     trigger: str
+    kind: str = Field(description="feedback | tasks | mixed (the run's config)")
     adapter_version: int | None
     error: str | None
     created_at: dt.datetime
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
+    dataset: dict[str, Any] | None = Field(description="What the run trained on: counts, ids.")
+    step_times: list[StepTime]
+
+    @classmethod
+    def of(cls, row: Any) -> Any:
+        """From a learner_runs row (the kind and step times derived from its JSON)."""
+        steps = [s for s in row.steps or [] if isinstance(s, dict)]
+        fields = {name: getattr(row, name) for name in RunDetail.model_fields if hasattr(row, name)}
+        fields["kind"] = str((row.config or {}).get("kind", "feedback"))
+        fields["step_times"] = [
+            StepTime(name=str(s.get("name")), status=str(s.get("status")), seconds=step_seconds(s))
+            for s in steps
+        ]
+        return cls.model_validate(fields)
 
 
 class RunDetail(RunOut):
     config: dict[str, Any]
-    dataset: dict[str, Any] | None
     steps: list[dict[str, Any]] = Field(description="{name, status, started, finished, metrics}")
 
 
@@ -108,7 +129,7 @@ class RollbackIn(BaseModel):
 
 @router.get("/runs")
 def runs(db: DbDep, limit: int = Query(default=50, ge=1, le=500)) -> list[RunOut]:
-    return [RunOut.model_validate(r) for r in list_runs(db, limit=limit)]
+    return [RunOut.of(r) for r in list_runs(db, limit=limit)]
 
 
 @router.get("/runs/{run_id}")
@@ -116,7 +137,7 @@ def run(run_id: int, db: DbDep) -> RunDetail:
     row = get_run(db, run_id=run_id)
     if row is None:
         raise HTTPException(404, detail=f"no learner run {run_id}")
-    return RunDetail.model_validate(row)
+    return RunDetail.of(row)
 
 
 @router.post("/runs", status_code=status.HTTP_202_ACCEPTED)
@@ -130,7 +151,7 @@ def trigger(body: TriggerIn, services: ServicesDep) -> RunOut:
         with transaction(services.db) as db:
             finish_run(db, run_id=row.id, status="failed", error=f"broker unreachable: {exc}")
         raise HTTPException(503, detail=f"the learner's broker is unreachable: {exc}") from None
-    return RunOut.model_validate(row)
+    return RunOut.of(row)
 
 
 @router.get("/adapters")

@@ -1,0 +1,118 @@
+"""What the dashboard reads besides the records of admin.py: aggregates and live updates.
+
+    GET /v1/admin/stats/outcomes?since=..&until=..&bucket_s=3600&language=python
+        outcomes per time bucket, adapter, suggestion kind and outcome kind (SQL GROUP BY)
+    GET /v1/admin/runs/{id}/events
+        server-sent events: the run (as GET /v1/admin/runs/{id}) each time it changes, until
+        it ends; a comment line every 15 s keeps proxies from closing the stream
+
+Same auth as admin.py (the admin token, or the dashboard's cookie). Tests:
+tests/api/test_admin_views.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from agent_server.api.deps import DbDep, ServicesDep, require_admin
+from agent_server.api.routers.admin import RunDetail
+from feedback.queries import get_run
+from feedback.queries.stats import LANGUAGES, outcome_series
+
+router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+
+MAX_BUCKETS = 5000
+FINISHED = frozenset({"succeeded", "failed", "skipped"})
+
+
+class OutcomeCount(BaseModel):
+    t: dt.datetime = Field(description="Start of the time bucket (UTC).")
+    adapter_version: int | None = Field(description="The adapter that served; null: base model.")
+    suggestion: str = Field(description="completion | edit | ...")
+    kind: str = Field(description="The outcome kind: shown, accepted, rejected, ...")
+    n: int
+
+
+class OutcomeSeries(BaseModel):
+    since: dt.datetime
+    until: dt.datetime
+    bucket_s: int
+    language: str | None
+    languages: list[str] = Field(description="The values the language filter takes.")
+    rows: list[OutcomeCount]
+
+
+@router.get("/stats/outcomes")
+def outcomes(
+    db: DbDep,
+    since: Annotated[dt.datetime | None, Query(description="Default: `until` - 30 days.")] = None,
+    until: Annotated[dt.datetime | None, Query(description="Default: now.")] = None,
+    bucket_s: int = Query(default=86400, ge=60, le=366 * 86400),
+    language: str | None = Query(default=None, description="A name from `languages`."),
+) -> OutcomeSeries:
+    """Outcomes by time bucket, adapter, suggestion kind and outcome kind, counted in SQL."""
+    until = _aware(until) if until else dt.datetime.now(dt.UTC)
+    since = _aware(since) if since else until - dt.timedelta(days=30)
+    if since >= until:
+        raise HTTPException(422, detail="`since` must be before `until`")
+    if (until - since).total_seconds() / bucket_s > MAX_BUCKETS:
+        raise HTTPException(422, detail=f"more than {MAX_BUCKETS} buckets: raise bucket_s")
+    if language is not None and language not in LANGUAGES:
+        raise HTTPException(422, detail=f"unknown language {language!r}: one of {list(LANGUAGES)}")
+    rows = outcome_series(db, since=since, until=until, bucket_s=bucket_s, language=language)
+    return OutcomeSeries(
+        since=since, until=until, bucket_s=bucket_s, language=language, languages=list(LANGUAGES),
+        rows=[OutcomeCount(t=dt.datetime.fromtimestamp(b, dt.UTC), adapter_version=v,
+                           suggestion=s, kind=k, n=n) for b, v, s, k, n in rows],
+    )  # fmt: skip
+
+
+def _aware(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+@router.get(
+    "/runs/{run_id}/events",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "RunDetail events"}},
+)
+async def run_events(run_id: int, request: Request, services: ServicesDep) -> StreamingResponse:
+    """The run as server-sent events (`event: run`, data: a RunDetail) whenever it changes."""
+
+    def read() -> str | None:
+        with services.db() as db:
+            row = get_run(db, run_id=run_id)
+            return None if row is None else RunDetail.of(row).model_dump_json()
+
+    first = await asyncio.to_thread(read)
+    if first is None:
+        raise HTTPException(404, detail=f"no learner run {run_id}")
+
+    async def stream() -> AsyncIterator[str]:
+        last, quiet = None, 0.0
+        current: str | None = first
+        while current is not None:
+            if current != last:
+                yield f"event: run\ndata: {current}\n\n"
+                last, quiet = current, 0.0
+                if json.loads(current)["status"] in FINISHED:
+                    return
+            elif quiet >= 15:
+                yield ": still here\n\n"
+                quiet = 0.0
+            await asyncio.sleep(1.0)
+            quiet += 1.0
+            if await request.is_disconnected():
+                return
+            current = await asyncio.to_thread(read)
+
+    headers = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=headers)
