@@ -117,6 +117,11 @@ class Settings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="Interface the agent server binds.")
     port: int = Field(default=8765, ge=1, le=65535, description="Port of the agent server.")
+    dashboard_dir: Path | None = Field(
+        default=None,
+        description="The built admin dashboard the server serves at /admin/ (scripts/dashboard.sh "
+        "builds it). Empty: dashboard/dist of this repository.",
+    )
     lsp_host: str = Field(default="127.0.0.1", description="Interface of `apprentice lsp --tcp`.")
     lsp_port: int = Field(default=8766, ge=1, le=65535, description="Port of `lsp --tcp`.")
     lsp_server_url: str = Field(

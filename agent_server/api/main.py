@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from agent_server.api.auth import AuthConfig, install_access_log_filter
 from agent_server.api.config import ApiConfig
+from agent_server.api.dashboard import mount_dashboard
 from agent_server.api.metrics import HttpMetricsMiddleware, ServerMetrics
 from agent_server.api.routers import (
     admin,
@@ -54,5 +55,6 @@ def create_app(
     routers = (health, sessions, ws, admin_session, admin, admin_views, metrics)
     for module in routers:
         app.include_router(module.router)
+    mount_dashboard(app, settings.dashboard_dir)
     app.add_middleware(HttpMetricsMiddleware, metrics=server_metrics)
     return app

@@ -1,0 +1,137 @@
+// The dashboard's only way to the server: the documented JSON admin API (/v1/admin/...),
+// signed in by the HttpOnly session cookie; state changes carry the session's CSRF token.
+
+export class SignedOut extends Error {}
+
+export class ApiError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+let csrf = "";
+
+export async function api<T>(path: string, init: RequestInit = {}): Promise<T> {
+  const headers = new Headers(init.headers);
+  const method = (init.method ?? "GET").toUpperCase();
+  if (method !== "GET") {
+    headers.set("X-CSRF-Token", csrf);
+    headers.set("Content-Type", "application/json");
+  }
+  const response = await fetch(path, { ...init, method, headers, credentials: "same-origin" });
+  if (response.status === 401) throw new SignedOut("not signed in");
+  if (!response.ok) {
+    let detail = response.statusText;
+    try {
+      const body = await response.json();
+      detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
+    } catch {
+      /* not JSON: keep the status text */
+    }
+    throw new ApiError(response.status, detail);
+  }
+  return (response.status === 204 ? undefined : await response.json()) as T;
+}
+
+interface SessionOut {
+  csrf_token: string;
+  expires: string;
+}
+
+export async function signIn(token: string): Promise<void> {
+  const body = await api<SessionOut>("/v1/admin/session", {
+    method: "POST",
+    body: JSON.stringify({ token }),
+  });
+  csrf = body.csrf_token;
+}
+
+/** True when the cookie still signs us in (and the CSRF token is known again). */
+export async function restoreSession(): Promise<boolean> {
+  try {
+    csrf = (await api<SessionOut>("/v1/admin/session")).csrf_token;
+    return true;
+  } catch (error) {
+    if (error instanceof SignedOut || error instanceof ApiError) return false;
+    throw error;
+  }
+}
+
+export async function signOut(): Promise<void> {
+  await api<void>("/v1/admin/session", { method: "DELETE" });
+  csrf = "";
+}
+
+// ---- the records (shapes as in the OpenAPI schema at /openapi.json) -----------------------
+
+export interface StepTime {
+  name: string;
+  status: string;
+  seconds: number | null;
+}
+
+export interface Run {
+  id: number;
+  status: string;
+  trigger: string;
+  kind: string;
+  adapter_version: number | null;
+  error: string | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  dataset: Record<string, unknown> | null;
+  step_times: StepTime[];
+}
+
+export interface Step {
+  name: string;
+  status: string;
+  started: string | null;
+  finished: string | null;
+  metrics: Record<string, unknown>;
+}
+
+export interface RunDetail extends Run {
+  config: Record<string, unknown>;
+  steps: Step[];
+}
+
+export interface Adapter {
+  version: number;
+  name: string;
+  path: string;
+  base_model: string;
+  parent_version: number | null;
+  status: string;
+  metrics: Record<string, unknown>;
+  run_id: number | null;
+  created_at: string;
+}
+
+export interface Deployment {
+  id: number;
+  adapter_version: number | null;
+  backend: string;
+  status: string;
+  rollback_of: number | null;
+  reason: string | null;
+  created_at: string;
+}
+
+export interface OutcomeCount {
+  t: string;
+  adapter_version: number | null;
+  suggestion: string;
+  kind: string;
+  n: number;
+}
+
+export interface OutcomeSeries {
+  since: string;
+  until: string;
+  bucket_s: number;
+  language: string | null;
+  languages: string[];
+  rows: OutcomeCount[];
+}

@@ -1,0 +1,80 @@
+// One run: its steps with their metrics, the loss curve of its train step, its error and its
+// gate decision. A run in progress updates live from server-sent events.
+import type { Chart } from "chart.js";
+import { api, type RunDetail, type Step } from "../api";
+import { lineChart } from "../charts";
+import { h, seconds, table, when } from "../dom";
+
+function scalar(value: unknown): string | null {
+  if (typeof value === "number") return Number.isInteger(value) ? String(value) : value.toPrecision(4);
+  if (typeof value === "string" || typeof value === "boolean") return String(value);
+  return null;
+}
+
+function metricsList(step: Step): HTMLElement {
+  const items = Object.entries(step.metrics).flatMap(([key, value]) => {
+    const text = scalar(value);
+    if (text !== null) return [h("li", {}, h("code", {}, key), ` ${text}`)];
+    if (value && typeof value === "object" && !Array.isArray(value)) {
+      const inner = Object.entries(value).map(([k, v]) => [k, scalar(v)]).filter(([, v]) => v !== null);
+      return inner.length ? [h("li", {}, h("code", {}, key), ` ${inner.map(([k, v]) => `${k} ${v}`).join(", ")}`)] : [];
+    }
+    if (Array.isArray(value)) return [h("li", {}, h("code", {}, key), ` ${value.length} values`)];
+    return [];
+  });
+  return h("ul", { class: "metrics" }, ...items);
+}
+
+function curves(run: RunDetail): { label: string; values: number[] }[] {
+  const found = [];
+  for (const step of run.steps) {
+    for (const [key, value] of Object.entries(step.metrics)) {
+      if (Array.isArray(value) && value.length > 1 && value.every((v) => typeof v === "number")) {
+        found.push({ label: `${step.name}: ${key}`, values: value as number[] });
+      }
+    }
+  }
+  return found;
+}
+
+function gate(run: RunDetail): HTMLElement | null {
+  const evaluate = run.steps.find((s) => s.name === "evaluate");
+  if (!evaluate || !("accepted" in evaluate.metrics)) return null;
+  const reasons = (evaluate.metrics.reasons as string[] | undefined) ?? [];
+  return h("p", { id: "gate", class: evaluate.metrics.accepted ? "ok" : "error" },
+    evaluate.metrics.accepted ? "Gate: accepted." : `Gate: refused — ${reasons.join("; ")}`);
+}
+
+function render(app: HTMLElement, run: RunDetail, charts: Chart[]): void {
+  charts.splice(0).forEach((c) => c.destroy());
+  const stepRows = run.steps.map((s) => [s.name, h("span", { class: `status ${s.status}` }, s.status),
+    seconds(run.step_times.find((t) => t.name === s.name)?.seconds), metricsList(s)]);
+  const canvases = curves(run).map((curve) => ({ curve, canvas: h("canvas", {}) }));
+  app.replaceChildren(h("div", { id: "run" },
+    h("h1", {}, `Run #${run.id} `, h("span", { id: "run-status", class: `status ${run.status}` }, run.status)),
+    h("p", { class: "muted" }, `${run.kind} cycle, ${run.trigger}; created ${when(run.created_at)}, ` +
+      `finished ${when(run.finished_at)}` + (run.adapter_version ? `; made policy-v${run.adapter_version}` : "")),
+    run.error ? h("pre", { class: "error", id: "run-error" }, run.error) : null,
+    gate(run),
+    h("section", { class: "card" }, h("h2", {}, "Steps"),
+      table(["step", "status", "took", "metrics"], stepRows, "steps")),
+    ...canvases.map(({ curve, canvas }) => h("section", { class: "card" }, h("h2", {}, curve.label),
+      h("div", { class: "chart" }, canvas))),
+  ));
+  for (const { curve, canvas } of canvases) {
+    charts.push(lineChart(canvas, [{ label: curve.label, points: curve.values.map((y, x) => ({ x: x + 1, y })) }],
+      { xLabel: "step" }));
+  }
+}
+
+export async function renderRun(app: HTMLElement, id: number): Promise<() => void> {
+  const charts: Chart[] = [];
+  render(app, await api<RunDetail>(`/v1/admin/runs/${id}`), charts);
+  const events = new EventSource(`/v1/admin/runs/${id}/events`);
+  events.addEventListener("run", (event) => render(app, JSON.parse((event as MessageEvent).data), charts));
+  events.onerror = () => events.close(); // the server ends the stream when the run ends
+  return () => {
+    events.close();
+    charts.forEach((c) => c.destroy());
+  };
+}
