@@ -9,26 +9,24 @@ function brief(metrics: Record<string, unknown>): string {
     .slice(0, 4).map(([k, v]) => `${k} ${(v as number).toPrecision(3)}`).join(", ") || "—";
 }
 
-export async function renderAdapters(app: HTMLElement): Promise<void> {
+export async function renderAdapters(app: HTMLElement, notice?: { text: string; ok: boolean }): Promise<void> {
   const [adapters, deployments] = await Promise.all([
     api<Adapter[]>("/v1/admin/adapters"),
     api<Deployment[]>("/v1/admin/deployments?limit=100"),
   ]);
   const serving = deployments.find((d) => d.status === "active");
-  const message = h("p", { id: "action-message", role: "status" });
+  const message = h("p", { id: "action-message", role: "status", class: notice ? (notice.ok ? "ok" : "error") : "" },
+    notice?.text ?? "");
 
   async function act(question: string, run: () => Promise<string>): Promise<void> {
     if (!window.confirm(question)) return;
+    let result;
     try {
-      message.textContent = await run();
-      message.className = "ok";
-      await renderAdapters(app).then(() => {
-        document.getElementById("action-message")!.textContent = message.textContent;
-      });
+      result = { text: await run(), ok: true };
     } catch (error) {
-      message.textContent = String(error instanceof Error ? error.message : error);
-      message.className = "error";
+      result = { text: String(error instanceof Error ? error.message : error), ok: false };
     }
+    await renderAdapters(app, result); // the tables as they are now, with what happened
   }
 
   const rollback = (version: number | null) => () =>
