@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sqlalchemy import BigInteger, Integer, cast, extract, func, or_, select
+from sqlalchemy import BigInteger, Integer, cast, func, or_, select
 from sqlalchemy.orm import Session
 
 from feedback.models import LearnerRun, Outcome, Suggestion
@@ -95,8 +95,8 @@ LANGUAGES: dict[str, tuple[str, ...]] = {
 
 def _bucket(column: Any, seconds: int, dialect: str) -> Any:
     """The start (epoch seconds) of the `seconds`-long bucket a timestamp falls in."""
-    if dialect == "postgresql":
-        return cast(func.floor(extract("epoch", column) / seconds) * seconds, BigInteger)
+    if dialect == "postgresql":  # date_part is float8; extract() is numeric, ~30% slower here
+        return cast(func.floor(func.date_part("epoch", column) / seconds) * seconds, BigInteger)
     # SQLite stores UTC text, which strftime('%s') reads as UTC; integer division floors
     # (the times are after 1970) and needs no math functions, which not every build has.
     return cast(func.strftime("%s", column), Integer) // seconds * seconds

@@ -24,6 +24,6 @@ export async function renderRuns(app: HTMLElement): Promise<void> {
   app.replaceChildren(
     h("h1", {}, "Runs"),
     runs.length ? table(["run", "status", "kind", "trigger", "created", "took", "steps", "data",
-                         "adapter"], rows, "runs") : h("p", { class: "muted" }, "No learner runs yet."),
+                         "adapter"], rows, "runs") : h("p", { class: "muted", id: "no-runs" }, "No learner runs yet."),
   );
 }
