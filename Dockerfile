@@ -12,6 +12,15 @@
 # docker-compose.yml builds both. Data lives under APPRENTICE_HOME=/data (a volume in compose);
 # the process runs as the unprivileged user `apprentice` (uid 10001). Checked without a Docker
 # engine by tests/test_compose.py (entrypoint, user, home, torch pin).
+
+# The admin dashboard (/admin/): built here with Node, only its static files reach the image.
+FROM node:20-slim AS dashboard
+WORKDIR /dashboard
+COPY dashboard/package.json dashboard/package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY dashboard/ ./
+RUN npm run typecheck && npm run build
+
 FROM python:3.11-slim
 
 # torch is pinned to the version the project is tested with (pyproject.toml). The variant picks
@@ -48,6 +57,8 @@ RUN pip install . \
     && pip check
 
 COPY . .
+# Served at /admin/ from the tree's dashboard/dist (agent_server/api/dashboard.py).
+COPY --from=dashboard /dashboard/dist ./dashboard/dist
 # --no-deps: the layer above installed them. PYTHONPATH=/app makes the image import the same
 # tree as a checkout, including folders that are not Python packages (migrations/).
 RUN pip install --no-deps . \

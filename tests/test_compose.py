@@ -315,7 +315,10 @@ def test_grafana_is_provisioned_from_the_repository(compose):
 
 def test_dockerfile_matches_compose_and_project():
     steps = dockerfile()
-    assert steps[0] == ("FROM", "python:3.11-slim")
+    stages = [args for instr, args in steps if instr == "FROM"]
+    assert stages == ["node:20-slim AS dashboard", "python:3.11-slim"]  # the image: the last
+    copies = [args for instr, args in steps if instr == "COPY"]
+    assert "--from=dashboard /dashboard/dist ./dashboard/dist" in copies
     env = " ".join(args for instr, args in steps if instr == "ENV")
     assert "APPRENTICE_HOME=/data" in env
     users = [args for instr, args in steps if instr == "USER"]

@@ -21,7 +21,7 @@ PYTHON_DIRS = (
     "ground", "feedback", "agent_server", "lsp", "learner", "apprentice", "migrations",
     "tests", "bench", "scripts",
 )  # fmt: skip
-TYPESCRIPT_DIRS = ("vscode-extension/src", "vscode-extension/test")
+TYPESCRIPT_DIRS = ("vscode-extension/src", "vscode-extension/test", "dashboard/src")
 SKIP = {"__pycache__", "node_modules"}
 
 
