@@ -58,6 +58,7 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 from feedback.db import transaction
 from feedback.models import TaskRollout
 from learner.config import TaskTrainConfig, TrainConfig
+from learner.figures import Curves, Gap, logprob_gap
 from learner.kto import completion_logits, make_batch, token_logprobs
 from learner.train import align_rows, completion_token_logprobs, draw, micro_batches
 
@@ -207,16 +208,6 @@ def trajectory_samples(groups: Sequence[Sequence[Rollout]]) -> tuple[list[CallSa
 
 
 @dataclass
-class Gap:
-    """lp_old (trainer) against lp_behaviour (inference engine), over every trained token."""
-
-    mean_abs: float = 0.0
-    max_abs: float = 0.0
-    share_capped: float = 0.0  # tokens whose importance weight hit is_cap
-    tokens: int = 0
-
-
-@dataclass
 class TaskTrainResult:
     steps: int
     samples: int
@@ -226,6 +217,7 @@ class TaskTrainResult:
     gap: Gap = field(default_factory=Gap)
     clip_share: float = 0.0  # tokens whose ratio was clipped, last step
     stopped_early: bool = False
+    curves: dict[str, list[float]] = field(default_factory=dict)  # per step: loss, clip_share
 
     def metrics(self) -> dict[str, Any]:
         out = asdict(self)
@@ -256,23 +248,6 @@ def pg_loss(
     return loss, share
 
 
-def logprob_gap(old: Sequence[Sequence[float]], samples: Sequence[CallSample], cap: float) -> Gap:
-    diffs = [
-        o - b
-        for rows, s in zip(old, samples, strict=True)
-        for o, b in zip(rows, s.behaviour_logprobs[: len(rows)], strict=True)
-    ]
-    if not diffs:
-        return Gap()
-    log_cap = math.log(cap)
-    return Gap(
-        mean_abs=sum(map(abs, diffs)) / len(diffs),
-        max_abs=max(map(abs, diffs)),
-        share_capped=sum(d >= log_cap for d in diffs) / len(diffs),
-        tokens=len(diffs),
-    )
-
-
 class TaskObjective:
     """The policy-gradient loss on trajectory samples, one batch at a time (the module
     docstring): lp_old is computed once, at construction, with the logprob gap against the
@@ -285,7 +260,8 @@ class TaskObjective:
         self.samples, self.train, self.config = list(samples), train, config
         # lp_old covers the completion tokens the batch keeps (its first max_completion_length).
         self.old = completion_token_logprobs(policy, self.samples, train, adapter=True)
-        self.gap = logprob_gap(self.old, self.samples, config.is_cap)
+        behaviour = [s.behaviour_logprobs for s in self.samples]
+        self.gap = logprob_gap(self.old, behaviour, config.is_cap)
         self.clip_share = 0.0  # of the last micro-batch
         self.tokens = 0
 
@@ -328,7 +304,7 @@ def train_trajectories(
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=train.weight_decay)
     per_epoch = math.ceil(len(samples) / train.batch_size)
     total = config.max_steps or max(1, math.ceil(per_epoch * config.epochs))
-    rng, order = random.Random(train.seed), list[int]()
+    rng, order, curves = random.Random(train.seed), list[int](), Curves()
     policy.train()
     for step in range(total):
         if time.monotonic() - started > train.max_seconds:
@@ -341,7 +317,9 @@ def train_trajectories(
         optimizer.step()
         result.losses.append(loss)
         result.steps = step + 1
+        curves.add(loss=loss, clip_share=objective.clip_share)
     policy.eval()
     result.clip_share, result.tokens = objective.clip_share, objective.tokens
+    result.curves = curves.values
     result.seconds = time.monotonic() - started
     return result

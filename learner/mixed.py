@@ -29,7 +29,8 @@ import torch
 from peft import PeftModel
 
 from learner.config import LearnerConfig, MixConfig, TaskTrainConfig, TrainConfig
-from learner.grpo import CallSample, Gap, TaskObjective
+from learner.figures import Curves, Gap
+from learner.grpo import CallSample, TaskObjective
 from learner.runs import Context, RunSkipped, save_candidate
 from learner.train import FeedbackObjective, TrainResult, draw
 
@@ -47,6 +48,8 @@ class MixedResult:
     task_losses: list[float] = field(default_factory=list)
     gap: Gap = field(default_factory=Gap)
     stopped_early: bool = False
+    # Per step: each objective's loss and figures (learner/figures.py), the tasks' clip share.
+    curves: dict[str, list[float]] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, Any]:
         out = asdict(self)
@@ -84,6 +87,7 @@ def train_mixed(
     optimizer = torch.optim.AdamW(params, lr=train.lr, weight_decay=train.weight_decay)
     rng = random.Random(train.seed)
     orders: dict[str, list[int]] = {name: [] for name, *_ in parts}
+    curves = Curves()
     policy.train()
     for step in range(total):
         if time.monotonic() - started > train.max_seconds:
@@ -95,11 +99,14 @@ def train_mixed(
             if name == "feedback":
                 loss = objective.backward(policy, picked, weight, result=bookkeeping)
                 result.feedback_losses.append(loss)
+                curves.add(feedback_loss=loss, **objective.last)
             else:
                 result.task_losses.append(objective.backward(policy, picked, weight))
+                curves.add(task_loss=result.task_losses[-1], clip_share=objective.clip_share)
         torch.nn.utils.clip_grad_norm_(params, train.grad_clip)
         optimizer.step()
         result.steps = step + 1
+        result.curves = curves.values
     policy.eval()
     result.tokens = bookkeeping.tokens + sum(o.tokens for name, o, *_ in parts if name == "tasks")
     result.seconds = time.monotonic() - started

@@ -33,6 +33,7 @@ from transformers import AutoModelForCausalLM
 
 from learner.config import TrainConfig
 from learner.data import Sample
+from learner.figures import Curves, feedback_figures
 from learner.kto import (
     Batch,
     class_weights,
@@ -59,6 +60,8 @@ class TrainResult:
     stopped_early: bool = False  # the max_seconds budget ran out
     micro_batches: int = 0  # forward/backward passes: more than steps when batches were split
     parent_used: bool = False
+    # Per step (learner/figures.py): loss, rewards, preference accuracy, KL, importance, tokens/s.
+    curves: dict[str, list[float]] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, Any]:
         out = asdict(self)
@@ -133,11 +136,13 @@ class FeedbackObjective:
         self.reference = (
             completion_token_logprobs(policy, self.samples, config) if not config.kl_coef else None
         )
+        self.last: dict[str, float | None] = {}  # the figures of the last backward()
 
     def backward(self, policy: PeftModel, picked: Sequence[int], scale: float = 1.0,
                  result: TrainResult | None = None) -> float:  # fmt: skip
         config, chunk = self.config, [self.samples[i] for i in picked]
-        loss = 0.0
+        loss, kls, z0s = 0.0, list[float](), list[float]()
+        rewards, desirable, importance = list[float](), list[bool](), list[float]()
         for positions in micro_batches(chunk, config):
             part = [chunk[k] for k in positions]
             batch = _batch(part, config, self.lambdas)
@@ -156,9 +161,17 @@ class FeedbackObjective:
             part_loss = (parts.loss + config.kl_coef * kl) * share * scale
             part_loss.backward()
             loss += float(part_loss.detach())
+            rewards += parts.rewards.tolist()
+            desirable += batch.desirable.tolist()
+            importance += parts.importance.tolist()
+            z0s.append(parts.z0)
+            if self.reference is None:  # the KL penalty's own figure
+                kls.append(float(kl))
             if result is not None:
                 result.tokens += batch.tokens
                 result.micro_batches += 1
+        self.last = feedback_figures(rewards, desirable, importance, z0s, config.is_cap)
+        self.last["kl"] = sum(kls) / len(kls) if kls else None  # with a KL penalty only
         return loss
 
 
@@ -182,6 +195,7 @@ def train_policy(
     order: list[int] = []
     rng = random.Random(config.seed)
     result = TrainResult(0, len(samples), 0, 0.0, 0.0)
+    curves = Curves()
     policy.train()
     for step in range(total):
         if time.monotonic() - started > config.max_seconds:
@@ -189,11 +203,16 @@ def train_policy(
             break
         picked, order = draw(order, len(samples), config.batch_size, rng)
         optimizer.zero_grad(set_to_none=True)
+        step_started, tokens_before = time.monotonic(), result.tokens
         loss = objective.backward(policy, picked, result=result)
         torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
         optimizer.step()
         result.losses.append(loss)
         result.steps = step + 1
+        took = time.monotonic() - step_started
+        step_tokens_per_s = (result.tokens - tokens_before) / took if took > 0 else None
+        curves.add(loss=loss, **objective.last, tokens_per_s=step_tokens_per_s)
+        result.curves = curves.values
         if progress is not None:
             progress(step + 1, total, loss)
     policy.eval()

@@ -50,7 +50,7 @@ const markers: Plugin<"line"> = {
 export function lineChart(
   canvas: HTMLCanvasElement,
   series: Series[],
-  options: { time?: boolean; percent?: boolean; markers?: Marker[]; xLabel?: string } = {},
+  options: { time?: boolean; percent?: boolean; markers?: Marker[]; xLabel?: string; legend?: boolean } = {},
 ): Chart<"line"> {
   return new Chart(canvas, {
     type: "line",
@@ -70,7 +70,7 @@ export function lineChart(
       maintainAspectRatio: false,
       parsing: false,
       plugins: {
-        legend: { position: "bottom" },
+        legend: { position: "bottom", display: options.legend ?? true },
         // @ts-expect-error: the markers plugin's options are ours
         markers: { items: options.markers ?? [] },
       },

@@ -25,13 +25,17 @@ function metricsList(step: Step): HTMLElement {
   return h("ul", { class: "metrics" }, ...items);
 }
 
+const isSeries = (value: unknown): value is number[] =>
+  Array.isArray(value) && value.length > 1 && value.every((v) => typeof v === "number");
+
+/** Every per-step series a step recorded: its `curves` (learner/figures.py), else any list. */
 function curves(run: RunDetail): { label: string; values: number[] }[] {
   const found = [];
   for (const step of run.steps) {
-    for (const [key, value] of Object.entries(step.metrics)) {
-      if (Array.isArray(value) && value.length > 1 && value.every((v) => typeof v === "number")) {
-        found.push({ label: `${step.name}: ${key}`, values: value as number[] });
-      }
+    const recorded = step.metrics.curves as Record<string, unknown> | undefined;
+    const source = recorded && typeof recorded === "object" ? recorded : step.metrics;
+    for (const [key, value] of Object.entries(source)) {
+      if (isSeries(value)) found.push({ label: `${step.name}: ${key}`, values: value });
     }
   }
   return found;
@@ -58,12 +62,13 @@ function render(app: HTMLElement, run: RunDetail, charts: Chart[]): void {
     gate(run),
     h("section", { class: "card" }, h("h2", {}, "Steps"),
       table(["step", "status", "took", "metrics"], stepRows, "steps")),
-    ...canvases.map(({ curve, canvas }) => h("section", { class: "card" }, h("h2", {}, curve.label),
-      h("div", { class: "chart" }, canvas))),
+    canvases.length ? h("section", { class: "card" }, h("h2", {}, "Curves, per optimizer step"),
+      h("div", { class: "curves" }, ...canvases.map(({ curve, canvas }) =>
+        h("figure", {}, h("figcaption", {}, curve.label), h("div", { class: "chart small" }, canvas))))) : null,
   ));
   for (const { curve, canvas } of canvases) {
     charts.push(lineChart(canvas, [{ label: curve.label, points: curve.values.map((y, x) => ({ x: x + 1, y })) }],
-      { xLabel: "step" }));
+      { xLabel: "step", legend: false }));
   }
 }
 
