@@ -18,6 +18,7 @@ from agent_server.api.metrics import HttpMetricsMiddleware, ServerMetrics
 from agent_server.api.routers import (
     admin,
     admin_session,
+    admin_tasks,
     admin_views,
     health,
     metrics,
@@ -52,7 +53,7 @@ def create_app(
             await app.state.services.aclose()
 
     app = FastAPI(title="Apprentice agent server", version=__version__, lifespan=lifespan)
-    routers = (health, sessions, ws, admin_session, admin, admin_views, metrics)
+    routers = (health, sessions, ws, admin_session, admin, admin_views, admin_tasks, metrics)
     for module in routers:
         app.include_router(module.router)
     mount_dashboard(app, settings.dashboard_dir)

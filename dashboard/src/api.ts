@@ -135,3 +135,42 @@ export interface OutcomeSeries {
   languages: string[];
   rows: OutcomeCount[];
 }
+
+export interface SolveRates {
+  run_id: number;
+  created_at: string;
+  status: string;
+  serving_version: number | null;
+  serving: number | null;
+  candidate: number | null;
+  accepted: boolean | null;
+  adapter_version: number | null;
+  evaluated: number;
+}
+
+export interface Rollout {
+  id: string;
+  run_id: number | null;
+  session_id: string | null;
+  instance_id: string;
+  kind: string;
+  difficulty: string;
+  adapter: string | null;
+  status: string;
+  message: string | null;
+  reward: number;
+  reward_terms: Record<string, unknown>;
+  truncated: boolean;
+  steps: number;
+  tokens: number;
+  summaries: number;
+  wall_s: number;
+  created_at: string;
+}
+
+export interface RolloutDetail extends Rollout {
+  diff: string;
+  calls: { seq: number; kind: string; completion_tokens: number; adapter: string | null;
+           finish_reason: string | null }[];
+  events: { seq: number; kind: string; role: string | null; payload: Record<string, unknown> }[];
+}

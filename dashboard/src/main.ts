@@ -1,5 +1,5 @@
 // The admin dashboard: sign in once, then hash routes (#/overview, #/runs, #/runs/ID,
-// #/adapters) render pages from the JSON admin API.
+// #/adapters, #/tasks, #/rollouts/ID) render pages from the JSON admin API.
 import "./style.css";
 import { restoreSession, signOut, SignedOut } from "./api";
 import { h } from "./dom";
@@ -7,7 +7,9 @@ import { renderAdapters } from "./pages/adapters";
 import { renderLogin } from "./pages/login";
 import { renderOverview } from "./pages/overview";
 import { renderRun } from "./pages/run";
+import { renderRollout } from "./pages/rollout";
 import { renderRuns } from "./pages/runs";
+import { renderTasks } from "./pages/tasks";
 
 const app = document.getElementById("app") as HTMLElement;
 const nav = document.getElementById("nav") as HTMLElement;
@@ -23,6 +25,8 @@ async function route(): Promise<void> {
     if (run) cleanup = await renderRun(app, Number(run[1]));
     else if (hash === "#/runs") await renderRuns(app);
     else if (hash === "#/adapters") await renderAdapters(app);
+    else if (hash === "#/tasks") await renderTasks(app);
+    else if (hash.startsWith("#/rollouts/")) await renderRollout(app, hash.slice("#/rollouts/".length));
     else await renderOverview(app);
   } catch (error) {
     if (error instanceof SignedOut) return showLogin();

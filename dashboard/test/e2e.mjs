@@ -5,7 +5,8 @@
 //
 // Env: APPRENTICE_E2E_URL (the server), APPRENTICE_E2E_ADMIN_TOKEN, APPRENTICE_E2E_USER_TOKEN,
 // APPRENTICE_E2E_LIVE_RUN (a run that is queued or running now), APPRENTICE_E2E_ROLLBACK_TO
-// (a published version to roll back to; the base model when it serves already), APPRENTICE_E2E_ARTIFACTS, APPRENTICE_CHROMIUM.
+// (a published version to roll back to; the base model when it serves already),
+// APPRENTICE_E2E_TASK_RUN (a task run with a stored trajectory), APPRENTICE_E2E_ARTIFACTS, APPRENTICE_CHROMIUM.
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { chromium } from "playwright-core";
@@ -85,6 +86,18 @@ try {
   await page.locator("#runs").waitFor();
   seen.runRows = await page.locator("#runs tbody tr").count();
   await shot(page, "runs");
+
+  // Tasks: held-out solve rates per cycle and adapter; a cycle's trajectory, step by step.
+  await page.goto(`${base}/admin/#/tasks`);
+  await page.locator("#task-runs").waitFor();
+  seen.taskRows = await page.locator("#task-runs tbody tr").count();
+  await shot(page, "tasks");
+  await page.goto(`${base}/admin/#/runs/${env.APPRENTICE_E2E_TASK_RUN}`);
+  await page.locator("#rollouts a").first().click();
+  await page.locator("#events li").first().waitFor();
+  seen.trajectoryEvents = await page.locator("#events li").count();
+  seen.trajectoryTerms = await page.locator("#reward-terms tbody tr").count();
+  await shot(page, "trajectory");
 
   // Roll back from the adapters page, behind a confirm.
   await page.goto(`${base}/admin/#/adapters`);

@@ -17,6 +17,7 @@ scripts/system-deps.sh (chromium). Run: .venv/bin/python -m pytest tests/dashboa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import shutil
@@ -30,13 +31,17 @@ import pytest
 from sqlalchemy import select
 from transformers import AutoTokenizer
 
+from agent_server.agent.scripted import ScriptedModel
 from agent_server.protocol import messages as p
 from agent_server.protocol.client import ProtocolClient
-from feedback.db import make_engine, make_sessionmaker
+from feedback.db import make_engine, make_sessionmaker, transaction
 from feedback.models import Deployment
+from feedback.queries import create_run, finish_run, update_run_step
 from ground.settings import Settings
+from learner.synth.rollout import run_rollout
 from tests.api.server import TOKEN, RunningServer, start_server
 from tests.learner.conftest import FAST
+from tests.learner.synth.test_rollout import CONFIG, FILES, FINISH, FIX, TASK, act
 from tests.learner.synthetic_feedback import seed_feedback
 from tests.learner.worker import start_worker, wait_for
 
@@ -46,7 +51,7 @@ REPO = Path(__file__).resolve().parents[2]
 DASHBOARD = REPO / "dashboard"
 ARTIFACTS = REPO / ".artifacts" / "dashboard-e2e"
 ADMIN = "admin-token-0123456789abcdef"
-PAGES = ("login", "run", "overview", "runs", "adapters")
+PAGES = ("login", "run", "overview", "runs", "tasks", "trajectory", "adapters")
 
 
 async def traffic(server: RunningServer, n: int, probe: bool = False) -> str | None:
@@ -76,11 +81,27 @@ def finished_run(api: httpx.Client, run_id: int) -> dict[str, Any] | None:
     return run if run["status"] in ("succeeded", "failed", "skipped") else None
 
 
-def browse(server: RunningServer, live_run: int, rollback_to: str, on_live) -> dict[str, Any]:
+async def task_run(db: Any) -> int:
+    """A task cycle's records: an evaluated run and one real trajectory through the harness
+    (a scripted model fixes the task's bug), stored as the learner stores its rollouts."""
+    with transaction(db) as s:
+        run = create_run(s, trigger="test", config={"kind": "tasks"})
+        report = {"rollouts": 2, "solve_rate": 0.5}
+        update_run_step(s, run_id=run.id, name="evaluate", status="failed", metrics={
+            "serving_version": None, "serving": report, "candidate": {**report, "solve_rate": 0.0},
+            "accepted": False, "reasons": ["solve rate fell"]})  # fmt: skip
+        finish_run(s, run_id=run.id, status="failed", error="gate refused the adapter")
+    model = ScriptedModel([act("read_file", path="calc.py"), FIX, FINISH])
+    config = dataclasses.replace(CONFIG, run_id=run.id)
+    result = await run_rollout(TASK, model, files=FILES, config=config, db=db)
+    assert result.reward == 1.0, result.message
+    return run.id
+
+
+def browse(server: RunningServer, env: dict[str, str], on_live) -> dict[str, Any]:
     """Run the browser script; `on_live()` is called once the live run's page is open."""
-    env = {**os.environ, "APPRENTICE_E2E_URL": server.http_url,
+    env = {**os.environ, **env, "APPRENTICE_E2E_URL": server.http_url,
            "APPRENTICE_E2E_ADMIN_TOKEN": ADMIN, "APPRENTICE_E2E_USER_TOKEN": TOKEN,
-           "APPRENTICE_E2E_LIVE_RUN": str(live_run), "APPRENTICE_E2E_ROLLBACK_TO": rollback_to,
            "APPRENTICE_E2E_ARTIFACTS": str(ARTIFACTS)}  # fmt: skip
     process = subprocess.Popen(["node", "test/e2e.mjs"], cwd=DASHBOARD, env=env, text=True,
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
@@ -139,7 +160,10 @@ async def test_the_dashboard_shows_what_the_learner_did(
 
         # Roll back to policy-v1; when the gate refused policy-v2, v1 still serves and the
         # browser rolls back to the base model instead.
-        seen = browse(server, second, "1", start_second_worker)
+        tasks = await task_run(db)
+        pages = {"APPRENTICE_E2E_LIVE_RUN": str(second), "APPRENTICE_E2E_ROLLBACK_TO": "1",
+                 "APPRENTICE_E2E_TASK_RUN": str(tasks)}  # fmt: skip
+        seen = browse(server, pages, start_second_worker)
         second_status = api.get(f"/v1/admin/runs/{second}").json()["status"]
     finally:
         for worker in workers:
@@ -156,7 +180,8 @@ async def test_the_dashboard_shows_what_the_learner_did(
     assert len(seen["liveStatuses"]) >= 2 and seen["liveReloads"] == 0
     assert seen["runCurves"] >= 1 and seen["runSteps"] == 5 and seen["gate"]
     assert {"base completion", "policy-v1 completion"} <= set(seen["overviewRows"])
-    assert seen["overviewCharts"] == 2 and seen["runRows"] == 2
+    assert seen["overviewCharts"] == 2 and seen["runRows"] == 3
+    assert seen["taskRows"] == 1 and seen["trajectoryEvents"] >= 4 and seen["trajectoryTerms"] >= 1
     assert seen["actionOk"], seen["actionMessage"]
     assert seen["deploymentsAfter"] == seen["deploymentsBefore"] + 1
     expected = 1 if second_status == "succeeded" else None

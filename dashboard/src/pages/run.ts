@@ -1,7 +1,7 @@
 // One run: its steps with their metrics, the loss curve of its train step, its error and its
 // gate decision. A run in progress updates live from server-sent events.
 import type { Chart } from "chart.js";
-import { api, type RunDetail, type Step } from "../api";
+import { api, type Rollout, type RunDetail, type Step } from "../api";
 import { lineChart } from "../charts";
 import { h, seconds, table, when } from "../dom";
 
@@ -49,7 +49,14 @@ function gate(run: RunDetail): HTMLElement | null {
     evaluate.metrics.accepted ? "Gate: accepted." : `Gate: refused — ${reasons.join("; ")}`);
 }
 
-function render(app: HTMLElement, run: RunDetail, charts: Chart[]): void {
+function rolloutsTable(rollouts: Rollout[]): HTMLElement {
+  return table(["trajectory", "task", "adapter", "status", "reward", "steps", "summaries"],
+    rollouts.map((r) => [h("a", { href: `#/rollouts/${r.id}` }, r.id.slice(0, 8)), r.instance_id,
+      r.adapter ?? "base", r.status + (r.truncated ? " (truncated)" : ""), r.reward.toFixed(2),
+      r.steps, r.summaries]), "rollouts");
+}
+
+function render(app: HTMLElement, run: RunDetail, charts: Chart[], rollouts: Rollout[]): void {
   charts.splice(0).forEach((c) => c.destroy());
   const stepRows = run.steps.map((s) => [s.name, h("span", { class: `status ${s.status}` }, s.status),
     seconds(run.step_times.find((t) => t.name === s.name)?.seconds), metricsList(s)]);
@@ -65,6 +72,8 @@ function render(app: HTMLElement, run: RunDetail, charts: Chart[]): void {
     canvases.length ? h("section", { class: "card" }, h("h2", {}, "Curves, per optimizer step"),
       h("div", { class: "curves" }, ...canvases.map(({ curve, canvas }) =>
         h("figure", {}, h("figcaption", {}, curve.label), h("div", { class: "chart small" }, canvas))))) : null,
+    rollouts.length ? h("section", { class: "card" }, h("h2", {}, `Trajectories (${rollouts.length})`),
+      rolloutsTable(rollouts)) : null,
   ));
   for (const { curve, canvas } of canvases) {
     charts.push(lineChart(canvas, [{ label: curve.label, points: curve.values.map((y, x) => ({ x: x + 1, y })) }],
@@ -74,9 +83,15 @@ function render(app: HTMLElement, run: RunDetail, charts: Chart[]): void {
 
 export async function renderRun(app: HTMLElement, id: number): Promise<() => void> {
   const charts: Chart[] = [];
-  render(app, await api<RunDetail>(`/v1/admin/runs/${id}`), charts);
+  const run = await api<RunDetail>(`/v1/admin/runs/${id}`);
+  let rollouts: Rollout[] = run.kind === "feedback" ? [] : await api<Rollout[]>(`/v1/admin/runs/${id}/rollouts`);
+  render(app, run, charts, rollouts);
   const events = new EventSource(`/v1/admin/runs/${id}/events`);
-  events.addEventListener("run", (event) => render(app, JSON.parse((event as MessageEvent).data), charts));
+  events.addEventListener("run", async (event) => {
+    const next: RunDetail = JSON.parse((event as MessageEvent).data);
+    if (next.kind !== "feedback") rollouts = await api<Rollout[]>(`/v1/admin/runs/${id}/rollouts`);
+    render(app, next, charts, rollouts);
+  });
   events.onerror = () => events.close(); // the server ends the stream when the run ends
   return () => {
     events.close();
