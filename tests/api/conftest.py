@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from ground.settings import Settings
-from tests.api.server import TOKEN, RunningServer, start_server
+from tests.api.server import ADMIN_TOKEN, TOKEN, RunningServer, start_server
 
 
 @pytest.fixture
@@ -32,3 +33,13 @@ def serve() -> Iterator[Callable[..., RunningServer]]:
     for server in running:
         if server.thread.is_alive():
             server.stop()
+
+
+@pytest.fixture
+def admin_server(api_settings: Settings, serve: Callable[..., RunningServer]) -> RunningServer:
+    """A real server on a fresh PostgreSQL database, admin token ADMIN_TOKEN, a scripted
+    model that answers nothing (the admin API and the dashboard need none)."""
+    from agent_server.agent.scripted import ScriptedModel
+
+    settings = api_settings.model_copy(update={"admin_token": SecretStr(ADMIN_TOKEN)})
+    return serve(settings, backend=ScriptedModel([]))

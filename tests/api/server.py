@@ -19,6 +19,7 @@ from agent_server.api.main import create_app
 from ground.settings import Settings
 
 TOKEN = "test-token-0123456789abcdef"
+ADMIN_TOKEN = "admin-token-0123456789abcdef"
 
 
 @dataclass

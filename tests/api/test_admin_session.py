@@ -8,21 +8,17 @@ from __future__ import annotations
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
-from agent_server.agent.scripted import ScriptedModel
 from agent_server.api.admin_session import COOKIE, SESSION_S, new_cookie, read_cookie
+from tests.api.server import ADMIN_TOKEN as ADMIN
 from tests.api.server import TOKEN
 
 pytestmark = pytest.mark.postgres
 
-ADMIN = "admin-token-0123456789abcdef"
-
 
 @pytest.fixture
-def server(api_settings, serve):
-    settings = api_settings.model_copy(update={"admin_token": SecretStr(ADMIN)})
-    return serve(settings, backend=ScriptedModel([]))
+def server(admin_server):
+    return admin_server
 
 
 def signed_in(server) -> tuple[httpx.Client, str]:

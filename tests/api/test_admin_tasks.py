@@ -11,23 +11,20 @@ import dataclasses
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from agent_server.agent.scripted import ScriptedModel
 from feedback.db import transaction
 from feedback.queries import create_run, finish_run, update_run_step
 from learner.synth.rollout import run_rollout
+from tests.api.server import ADMIN_TOKEN as ADMIN
 from tests.learner.synth.test_rollout import CONFIG, FILES, FINISH, FIX, TASK, act
 
 pytestmark = pytest.mark.postgres
 
-ADMIN = "admin-token-0123456789abcdef"
-
 
 @pytest.fixture
-def server(api_settings, serve):
-    settings = api_settings.model_copy(update={"admin_token": SecretStr(ADMIN)})
-    return serve(settings, backend=ScriptedModel([]))
+def server(admin_server):
+    return admin_server
 
 
 def get(server, path: str) -> httpx.Response:

@@ -13,24 +13,21 @@ import time
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
-from agent_server.agent.scripted import ScriptedModel
 from feedback.db import transaction
 from feedback.queries import create_run, finish_run, start_run, update_run_step
 from tests.api.dashboard_data import seed_outcomes, seed_runs
+from tests.api.server import ADMIN_TOKEN as ADMIN
 
 pytestmark = pytest.mark.postgres
 
-ADMIN = "admin-token-0123456789abcdef"
 HEADERS = {"Authorization": f"Bearer {ADMIN}"}
 END = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 
 
 @pytest.fixture
-def server(api_settings, serve):
-    settings = api_settings.model_copy(update={"admin_token": SecretStr(ADMIN)})
-    return serve(settings, backend=ScriptedModel([]))
+def server(admin_server):
+    return admin_server
 
 
 def get(server, path: str, **params) -> httpx.Response:

@@ -12,20 +12,16 @@ import logging
 import httpx
 import pytest
 from fastapi.routing import APIRoute
-from pydantic import SecretStr
 
-from agent_server.agent.scripted import ScriptedModel
+from tests.api.server import ADMIN_TOKEN as ADMIN
 from tests.api.server import TOKEN
 
 pytestmark = pytest.mark.postgres
 
-ADMIN = "admin-token-0123456789abcdef"
-
 
 @pytest.fixture
-def server(api_settings, serve):
-    settings = api_settings.model_copy(update={"admin_token": SecretStr(ADMIN)})
-    return serve(settings, backend=ScriptedModel([]))
+def server(admin_server):
+    return admin_server
 
 
 def api_routes(routes) -> list[APIRoute]:
