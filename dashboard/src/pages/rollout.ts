@@ -16,7 +16,9 @@ type Data = Record<string, any>; // event payloads are free-form JSON
 function describe(payload: Record<string, unknown>): string {
   const kind = String(payload.kind ?? "");
   const data = (payload.data ?? {}) as Data;
-  if (kind === "run_started") return clip(`system prompt:\n${data.system ?? ""}`);
+  if (kind === "run_started") {
+    return `task:\n${clip(String(data.task ?? ""))}\n\nsystem prompt:\n${clip(String(data.system ?? ""))}`;
+  }
   if (kind === "assistant" || kind === "observation") return clip(String(data.message?.content ?? ""));
   if (kind === "tool_call") {
     return clip(`${data.tool}(${JSON.stringify(data.args)})` + (data.thought ? `\nthought: ${data.thought}` : ""));
