@@ -67,6 +67,9 @@ def _serve(settings: Settings, *, host: str | None, port: int | None) -> None:
     app = create_app(settings)
     _say(f"Apprentice agent server on http://{host}:{port} (WebSocket ws://{host}:{port}/v1/ws)")
     _say(f"{token_hint(settings)}; model: {settings.model_name} ({settings.model_backend})")
+    admin = settings.admin_token_file if not settings.admin_token.get_secret_value() else None
+    _say(f"admin dashboard on http://{host}:{port}/admin/ (sign in with the admin token"
+         + (f" in {admin})" if admin else ", APPRENTICE_ADMIN_TOKEN)"))  # fmt: skip
     # uvicorn shuts down cleanly first, then re-raises the Ctrl-C it captured; a clean stop
     # on request is a success (exit 0), not an interrupted program (130).
     with contextlib.suppress(KeyboardInterrupt):
