@@ -92,7 +92,15 @@ export async function renderRun(app: HTMLElement, id: number): Promise<() => voi
     if (next.kind !== "feedback") rollouts = await api<Rollout[]>(`/v1/admin/runs/${id}/rollouts`);
     render(app, next, charts, rollouts);
   });
-  events.onerror = () => events.close(); // the server ends the stream when the run ends
+  let finished = ["succeeded", "failed", "skipped"].includes(run.status);
+  events.addEventListener("run", (event) => {
+    finished = ["succeeded", "failed", "skipped"].includes(JSON.parse((event as MessageEvent).data).status);
+  });
+  // The server ends the stream when the run ends; a stream cut short otherwise (a restart,
+  // a proxy) is left to EventSource, which reconnects by itself.
+  events.onerror = () => {
+    if (finished) events.close();
+  };
   return () => {
     events.close();
     charts.forEach((c) => c.destroy());
