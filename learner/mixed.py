@@ -106,8 +106,8 @@ def train_mixed(
         torch.nn.utils.clip_grad_norm_(params, train.grad_clip)
         optimizer.step()
         result.steps = step + 1
-        result.curves = curves.values
     policy.eval()
+    result.curves = curves.values
     result.tokens = bookkeeping.tokens + sum(o.tokens for name, o, *_ in parts if name == "tasks")
     result.seconds = time.monotonic() - started
     return result

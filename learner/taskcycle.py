@@ -148,14 +148,20 @@ def read_plan(run_dir: Path) -> tuple[dict[str, TaskRecord], dict[str, Any]]:
     return records, json.loads((run_dir / "split.json").read_text())
 
 
+def _of(run_id: int, instance_ids: Sequence[str], adapter: str | None) -> tuple[Any, ...]:
+    """The conditions of run `run_id`'s rollouts of these tasks by `adapter` (None: base)."""
+    return (
+        TaskRollout.run_id == run_id,
+        TaskRollout.instance_id.in_(list(instance_ids)),
+        TaskRollout.adapter.is_(None) if adapter is None else TaskRollout.adapter == adapter,
+    )
+
+
 def forget_rollouts(db: sessionmaker[Session], run_id: int, instance_ids: Sequence[str],
                     adapter: str | None) -> int:  # fmt: skip
     """Delete what an interrupted attempt of a step stored (a redelivered message)."""
     with transaction(db) as s:
-        rows = s.scalars(select(TaskRollout).where(
-            TaskRollout.run_id == run_id, TaskRollout.instance_id.in_(list(instance_ids)),
-            TaskRollout.adapter.is_(None) if adapter is None else TaskRollout.adapter == adapter,
-        )).all()  # fmt: skip
+        rows = s.scalars(select(TaskRollout).where(*_of(run_id, instance_ids, adapter))).all()
         for row in rows:
             s.delete(row)
         return len(rows)
@@ -218,10 +224,7 @@ def rollout_metrics(
         rows = s.scalars(
             select(TaskRollout)
             .options(selectinload(TaskRollout.calls))
-            .where(TaskRollout.run_id == run_id,
-                   TaskRollout.instance_id.in_(list(instance_ids)),
-                   TaskRollout.adapter.is_(None) if adapter is None
-                   else TaskRollout.adapter == adapter)
+            .where(*_of(run_id, instance_ids, adapter))
         ).all()  # fmt: skip
         rewards = [r.reward for r in rows]
         terms: dict[str, list[float]] = {}

@@ -212,10 +212,10 @@ def train_policy(
         took = time.monotonic() - step_started
         step_tokens_per_s = (result.tokens - tokens_before) / took if took > 0 else None
         curves.add(loss=loss, **objective.last, tokens_per_s=step_tokens_per_s)
-        result.curves = curves.values
         if progress is not None:
             progress(step + 1, total, loss)
     policy.eval()
+    result.curves = curves.values
     result.seconds = time.monotonic() - started
     result.tokens_per_s = result.tokens / result.seconds if result.seconds > 0 else 0.0
     result.final_loss = result.losses[-1] if result.losses else float("nan")

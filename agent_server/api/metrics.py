@@ -33,6 +33,7 @@ from feedback.queries.stats import (
     latest_step_seconds,
     latest_train_tokens_per_s,
     outcome_counts,
+    recent_steps,
     run_status_counts,
 )
 from feedback.vocab import adapter_name
@@ -146,8 +147,9 @@ class FeedbackCollector:
             with transaction(self.db) as db:
                 outcomes = outcome_counts(db)
                 runs = run_status_counts(db)
-                steps = latest_step_seconds(db)
-                tokens_per_s = latest_train_tokens_per_s(db)
+                recent = recent_steps(db)
+                steps = latest_step_seconds(recent)
+                tokens_per_s = latest_train_tokens_per_s(recent)
                 deployment = active_deployment(db, backend=self.backend)
         except Exception as exc:  # a dead database must not break the scrape
             log.warning("metrics: cannot read the feedback database: %s", exc)

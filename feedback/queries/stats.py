@@ -2,14 +2,15 @@
 
     outcome_counts(db)          # [(suggestion kind, adapter version, outcome kind, n), ...]
     run_status_counts(db)       # {"succeeded": 12, "failed": 1, ...}
-    latest_step_seconds(db)     # {"train": 241.0, ...}: each step's duration in its latest run
-    latest_train_tokens_per_s(db)
+    runs = recent_steps(db)     # the steps of the newest runs, read once
+    latest_step_seconds(runs)   # {"train": 241.0, ...}: each step's duration in its latest run
+    latest_train_tokens_per_s(runs)
     outcome_series(db, since=..., until=..., bucket_s=3600, language="python")  # the overview
 
 What `/metrics` (agent_server/api/metrics.py) and the dashboard's overview
-(routers/admin_stats.py) report from the database. Every count is a
-GROUP BY in SQL, so nothing here loads the outcomes into Python; the run helpers read only
-the newest `limit` runs. Tests: tests/api/test_metrics.py.
+(routers/admin_views.py) report from the database. Every count is a
+GROUP BY in SQL, so nothing here loads the outcomes into Python; the run figures come from
+the steps of the newest runs, read once. Tests: tests/api/test_metrics.py.
 """
 
 from __future__ import annotations
@@ -38,11 +39,10 @@ def run_status_counts(db: Session) -> dict[str, int]:
     return {str(status): int(n) for status, n in rows}
 
 
-def _recent_steps(db: Session, limit: int) -> list[list[dict[str, Any]]]:
-    rows = db.scalars(
-        select(LearnerRun.steps).order_by(LearnerRun.id.desc()).limit(limit)
-    )  # newest first
-    return [list(steps or []) for steps in rows]
+def recent_steps(db: Session, *, limit: int = 50) -> list[list[dict[str, Any]]]:
+    """The steps of the newest `limit` runs, newest first (one query; the helpers below read it)."""
+    rows = db.scalars(select(LearnerRun.steps).order_by(LearnerRun.id.desc()).limit(limit))
+    return [[s for s in steps or [] if isinstance(s, dict)] for steps in rows]
 
 
 def step_seconds(step: dict[str, Any]) -> float | None:
@@ -55,22 +55,22 @@ def step_seconds(step: dict[str, Any]) -> float | None:
     return max(0.0, (finished - started).total_seconds())
 
 
-def latest_step_seconds(db: Session, *, limit: int = 50) -> dict[str, float]:
-    """Each step name's duration in the newest of the last `limit` runs that finished it."""
+def latest_step_seconds(runs: list[list[dict[str, Any]]]) -> dict[str, float]:
+    """Each step name's duration in the newest of `runs` (recent_steps) that finished it."""
     found: dict[str, float] = {}
-    for steps in _recent_steps(db, limit):
+    for steps in runs:
         for step in steps:
-            seconds = step_seconds(step) if isinstance(step, dict) else None
+            seconds = step_seconds(step)
             if seconds is not None and step.get("name") and step["name"] not in found:
                 found[str(step["name"])] = seconds
     return found
 
 
-def latest_train_tokens_per_s(db: Session, *, limit: int = 50) -> float | None:
-    """Train throughput of the newest run (of the last `limit`) whose train step reported it."""
-    for steps in _recent_steps(db, limit):
+def latest_train_tokens_per_s(runs: list[list[dict[str, Any]]]) -> float | None:
+    """Train throughput of the newest of `runs` (recent_steps) whose train step reported it."""
+    for steps in runs:
         for step in steps:
-            if isinstance(step, dict) and step.get("name") == "train":
+            if step.get("name") == "train":
                 value = (step.get("metrics") or {}).get("tokens_per_s")
                 if isinstance(value, int | float):
                     return float(value)

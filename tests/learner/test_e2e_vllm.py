@@ -35,7 +35,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from agent_server.protocol import messages as p
 from agent_server.protocol.client import ProtocolClient
 from feedback.db import make_engine, make_sessionmaker, transaction
-from feedback.models import Suggestion, TaskRollout
+from feedback.models import Suggestion
 from feedback.queries import active_deployment, list_adapters, list_deployments
 from ground.settings import Settings
 from learner.pipeline import TASK_STEPS
@@ -45,6 +45,7 @@ from tests.fixtures.databases import fresh_pg_database
 from tests.fixtures.vllm import VllmServer
 from tests.learner.synth.synth_repo import make_task_repo
 from tests.learner.synthetic_feedback import seed_feedback
+from tests.learner.test_taskcycle import rollout_adapters
 from tests.learner.worker import Worker, start_worker, wait_for
 
 pytestmark = [pytest.mark.vllm, pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
@@ -266,16 +267,6 @@ async def test_a_worker_killed_mid_train_is_redelivered_and_the_run_finishes(
     assert loaded == {f"policy-v{run['adapter_version']}", f"policy-v{before}"}
 
 
-def rollout_adapters(stack: Stack, run_id: int) -> dict[str, set[str | None]]:
-    """instance id -> the adapters its stored rollouts of run `run_id` name."""
-    with transaction(stack.db) as db:
-        rows = db.query(TaskRollout).filter(TaskRollout.run_id == run_id).all()
-        out: dict[str, set[str | None]] = {}
-        for row in rows:
-            out.setdefault(row.instance_id, set()).add(row.adapter)
-        return out
-
-
 async def test_a_task_cycle_trains_on_rollouts_and_its_adapter_serves_the_next_ones(
     stack: Stack, tmp_path: Path
 ) -> None:
@@ -309,7 +300,7 @@ async def test_a_task_cycle_trains_on_rollouts_and_its_adapter_serves_the_next_o
         version = run["adapter_version"]
         assert version is not None and active_version(stack) == version
         serving = f"policy-v{before}" if before else None
-        adapters = rollout_adapters(stack, run_id)
+        adapters = rollout_adapters(stack.db, run_id)
         for instance in plan["chosen"]:  # rolled out by the adapter serving at the start
             assert adapters[instance] == {serving}, (instance, adapters)
         for instance in plan["evaluated"]:  # both adapters, on the same held-out tasks
@@ -328,7 +319,7 @@ async def test_a_task_cycle_trains_on_rollouts_and_its_adapter_serves_the_next_o
                  worker=worker)  # fmt: skip
         assert stack.step(following, "rollouts")["status"] == "succeeded", worker.log()
         chosen = stack.step(following, "tasks")["metrics"]["chosen"]
-        adapters = rollout_adapters(stack, following)
+        adapters = rollout_adapters(stack.db, following)
         assert chosen and all(adapters[i] == {f"policy-v{version}"} for i in chosen), adapters
         stack.wait_run(following, worker, timeout=900)  # let it end before the stack goes
     finally:

@@ -158,8 +158,9 @@ def _rows(ctx: Context, run_id: int) -> list[tuple[Any, ...]]:
         return [(r.instance_id, r.status, r.reward, r.message[:300], r.diff[:300]) for r in rows]
 
 
-def _adapters(ctx: Context, run_id: int) -> dict[str, set[str | None]]:
-    with transaction(ctx.db) as db:
+def rollout_adapters(db_factory: Any, run_id: int) -> dict[str, set[str | None]]:
+    """instance id -> the adapters its stored rollouts of run `run_id` name."""
+    with transaction(db_factory) as db:
         rows = db.query(TaskRollout).filter(TaskRollout.run_id == run_id).all()
         out: dict[str, set[str | None]] = {}
         for row in rows:
@@ -195,13 +196,13 @@ def test_a_task_cycle_trains_publishes_deploys_and_the_next_one_rolls_out_with_i
     assert oracle.loaded == set(), "the candidate is unloaded after the gate"
     with transaction(ctx.db) as db:
         assert active_deployment(db, backend="embedded").adapter_version == run.adapter_version
-    adapters = _adapters(ctx, run.id)
+    adapters = rollout_adapters(ctx.db, run.id)
     assert all(adapters[i] == {None} for i in plan["chosen"])
     assert all(adapters[i] == {None, f"candidate-run-{run.id}"} for i in plan["evaluated"])
 
     following, steps = _run(ctx, repo, mutations, oracle)  # the next cycle samples with policy-v1
     chosen = steps["tasks"]["metrics"]["chosen"]
-    assert all(_adapters(ctx, following.id)[i] == {"policy-v1"} for i in chosen)
+    assert all(rollout_adapters(ctx.db, following.id)[i] == {"policy-v1"} for i in chosen)
     assert steps["evaluate"]["metrics"]["serving"]["adapter"] == "policy-v1"
 
 
@@ -233,7 +234,7 @@ def test_no_learning_signal_skips_the_cycle_and_keeps_its_rollouts(
     assert steps["train"]["status"] == "skipped"
     with transaction(ctx.db) as db:
         assert get_run(db, run_id=run.id).adapter_version is None
-    assert sum(len(v) for v in _adapters(ctx, run.id).values()) >= 1
+    assert sum(len(v) for v in rollout_adapters(ctx.db, run.id).values()) >= 1
 
 
 def test_a_mixed_cycle_trains_on_feedback_and_rollouts_in_one_update(

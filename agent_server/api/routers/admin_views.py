@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated
 
@@ -87,10 +86,11 @@ def _aware(value: dt.datetime) -> dt.datetime:
 async def run_events(run_id: int, request: Request, services: ServicesDep) -> StreamingResponse:
     """The run as server-sent events (`event: run`, data: a RunDetail) whenever it changes."""
 
-    def read() -> str | None:
+    def read() -> tuple[str, str] | None:
+        """(status, the run as JSON), or None when there is no such run."""
         with services.db() as db:
             row = get_run(db, run_id=run_id)
-            return None if row is None else RunDetail.of(row).model_dump_json()
+            return None if row is None else (row.status, RunDetail.of(row).model_dump_json())
 
     first = await asyncio.to_thread(read)
     if first is None:
@@ -98,12 +98,13 @@ async def run_events(run_id: int, request: Request, services: ServicesDep) -> St
 
     async def stream() -> AsyncIterator[str]:
         last, quiet = None, 0.0
-        current: str | None = first
+        current: tuple[str, str] | None = first
         while current is not None:
-            if current != last:
-                yield f"event: run\ndata: {current}\n\n"
-                last, quiet = current, 0.0
-                if json.loads(current)["status"] in FINISHED:
+            status, body = current
+            if body != last:
+                yield f"event: run\ndata: {body}\n\n"
+                last, quiet = body, 0.0
+                if status in FINISHED:
                     return
             elif quiet >= 15:
                 yield ": still here\n\n"
