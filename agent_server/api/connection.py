@@ -6,7 +6,9 @@ or an inline completion runs as its own task, so the connection keeps reading (t
 results, outcomes, cancel) while the agent works. Server-initiated requests (tool.request,
 edit.proposed, command.approval.request) wait on futures that the matching client message
 resolves (`request` / `resolve`). Any `ApiError` becomes an `error` message echoing the
-request's `id`; the connection stays open. Nothing to run; tests/api/ use a real server.
+request's `id`, and so does any other exception (code `internal`, logged once with the id),
+on the read loop and in the tasks it spawns alike: every request gets an answer, and the
+connection stays open. Nothing to run; tests/api/ use a real server.
 """
 
 from __future__ import annotations
@@ -91,8 +93,26 @@ class Connection:
         entry[1].set_result(value)
         return True
 
-    def spawn(self, work: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(work)
+    def spawn(self, work: Awaitable[None], *, request_id: str | None = None) -> None:
+        """Run `work` beside the read loop. Whatever it raises is answered: the client gets a
+        typed `error` echoing `request_id` (never a request left waiting forever, nor a "Task
+        exception was never retrieved"), logged once with that id."""
+
+        async def guarded() -> None:
+            try:
+                await work
+            except asyncio.CancelledError:
+                raise
+            except ApiError as exc:
+                await self.send(p.Error(id=request_id, code=exc.code, message=exc.message))
+            except Exception:
+                log.exception("connection %s: request %s failed", self.id, request_id)
+                await self.send(
+                    p.Error(id=request_id, code=ErrorCode.INTERNAL,
+                            message=ErrorCode.INTERNAL.meaning)
+                )  # fmt: skip
+
+        task = asyncio.ensure_future(guarded())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -123,7 +143,7 @@ class Connection:
                 p.Error(id=frame_id, code=exc.code, message=exc.message, session_id=session_id)
             )
         except Exception:
-            log.exception("connection %s: handler failed", self.id)
+            log.exception("connection %s: %s %s failed", self.id, kind, frame_id)
             await self.send(
                 p.Error(id=frame_id, code=ErrorCode.INTERNAL, message=ErrorCode.INTERNAL.meaning)
             )
@@ -219,18 +239,15 @@ async def on_completion_request(conn: Connection, msg: p.CompletionRequest) -> N
                 services.backend, services.store, request, temperature=temperature
             )
         except BackendUnavailable as exc:
-            error = ApiError(ErrorCode.MODEL_UNAVAILABLE, str(exc))
+            raise ApiError(ErrorCode.MODEL_UNAVAILABLE, str(exc)) from None
         except ModelError as exc:
-            error = ApiError(ErrorCode.MODEL_ERROR, f"{exc.code}: {exc}")
-        else:
-            await conn.send(
-                p.CompletionSuggestion(id=msg.id, suggestion_id=made.suggestion_id,
-                                       text=made.text, adapter=made.adapter)
-            )  # fmt: skip
-            return
-        await conn.send(p.Error(id=msg.id, code=error.code, message=error.message))
+            raise ApiError(ErrorCode.MODEL_ERROR, f"{exc.code}: {exc}") from None
+        await conn.send(
+            p.CompletionSuggestion(id=msg.id, suggestion_id=made.suggestion_id,
+                                   text=made.text, adapter=made.adapter)
+        )  # fmt: skip
 
-    conn.spawn(work())
+    conn.spawn(work(), request_id=msg.id)
 
 
 async def on_edit_outcome(conn: Connection, msg: p.EditOutcome) -> None:
