@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from apprentice.cli_tasks import tasks_app
+from apprentice.cli_users import users_app
 from apprentice.prepare import settings_or_exit
 from ground.settings import Settings
 
@@ -35,6 +36,7 @@ eval_app = typer.Typer(help="Evaluate a model: code generation (HumanEval pass@1
                        no_args_is_help=True)  # fmt: skip
 app.add_typer(eval_app, name="eval")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(users_app, name="users")
 
 err = Console(stderr=True)
 ModelOption = Annotated[

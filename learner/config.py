@@ -72,6 +72,19 @@ class DataConfig(_Frozen):
     max_samples: int = Field(
         default=4096, ge=1, description="Newest labelled samples kept when there are more."
     )
+    exclude_users: tuple[str, ...] = Field(
+        default=(),
+        description="User names whose feedback is never trained on, beside the users who "
+        "opted out themselves (`apprentice users learn NAME --off`).",
+    )
+    max_user_share: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="When feedback from two or more people (the shared token counts as one) "
+        "is in a cycle, no one person's samples weigh more than this share of the total: "
+        "their weights are scaled down. 1.0: no cap.",
+    )
     weights: dict[str, float] = Field(
         default_factory=lambda: {
             "accepted": 1.0,

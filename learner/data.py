@@ -17,6 +17,12 @@ backend fed the model and the ids it sampled. The learner never renders or token
 (a second encoding could differ from what the policy saw); a row without ids (written before
 they were required) is dropped and counted. The outcome vocabulary is feedback.vocab's.
 
+People: a suggestion of a user who opted out (`apprentice users learn NAME --off`) or is
+named in `exclude_users` is never a sample. When two or more people (the shared token counts
+as one) contributed to a cycle, `cap_user_share` scales down the weights of anyone whose
+samples would weigh more than `max_user_share` of the total, so one prolific person cannot
+steer the update alone.
+
 Another data source (synthetic tasks from git history) plugs in by producing `Sample`s.
 Tested in tests/learner/test_data.py.
 """
@@ -27,6 +33,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+from collections import defaultdict
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +43,7 @@ from sqlalchemy.orm import Session
 
 from feedback.models import Adapter, LearnerRun, Outcome
 from feedback.queries import feedback_since
+from feedback.queries.users import excluded_user_ids
 from feedback.vocab import DESIRABLE, EDITOR_REASON_PREFIX, LABEL_KINDS
 from learner.config import DataConfig
 
@@ -60,6 +68,7 @@ class Sample:
     adapter_version: int  # the adapter that produced it; 0 = the base model
     outcome: str  # the outcome kind that decided the label
     heldout: bool
+    user_id: int | None = None  # whose feedback; None: the shared token's
 
 
 def is_heldout(suggestion_id: str, fraction: float) -> bool:
@@ -109,7 +118,8 @@ def collect_samples(
     """Labelled samples from outcomes in (after_outcome_id, settled], and a summary dict."""
     upper = settled_outcome_id(db, config.settle_s)
     newest = newest_published_version(db)
-    counts = {"stale": 0, "undecided": 0, "empty": 0}
+    counts = {"stale": 0, "undecided": 0, "empty": 0, "excluded_user": 0}
+    excluded = excluded_user_ids(db, config.exclude_users)
     samples: list[Sample] = []
     for item in feedback_since(db, after_outcome_id=after_outcome_id):
         settled = [o for o in item.outcomes if o.id <= upper]
@@ -118,6 +128,9 @@ def collect_samples(
             counts["undecided"] += 1  # only shown/applied, or not settled yet
             continue
         s = item.suggestion
+        if s.user_id is not None and s.user_id in excluded:
+            counts["excluded_user"] += 1
+            continue
         version = s.adapter_version or 0
         if newest - version > config.staleness_k:
             counts["stale"] += 1
@@ -137,9 +150,11 @@ def collect_samples(
                 adapter_version=version,
                 outcome=deciding.kind,
                 heldout=is_heldout(s.id, config.heldout_fraction),
+                user_id=s.user_id,
             )
         )
     samples = samples[-config.max_samples :]  # feedback_since is oldest first
+    samples, scaled = cap_user_share(samples, config.max_user_share)
     summary = {
         "after_outcome_id": after_outcome_id,
         "max_outcome_id": upper,
@@ -149,8 +164,42 @@ def collect_samples(
         "heldout": sum(s.heldout for s in samples),
         "newest_version": newest,
         "dropped": counts,
+        "users": len({s.user_id for s in samples}),
+        "user_weight_scaled": scaled,
     }
     return samples, summary
+
+
+def cap_user_share(samples: list[Sample], share: float) -> tuple[list[Sample], dict[str, float]]:
+    """Scale the weights of whoever weighs more than `share` of the total down to `share`
+    of the new total (water-filling: capping one person raises everyone else's share, so it
+    repeats until no one is over). With one person, or `share` >= 1, nothing changes; when
+    no weighting can hold everyone under `share` (fewer than 1/share people), all weigh the
+    same. Returns the samples and {user: factor} for those scaled (user "shared": None)."""
+    weight: dict[int | None, float] = defaultdict(float)
+    for s in samples:
+        weight[s.user_id] += s.weight
+    if len(weight) < 2 or share >= 1:
+        return samples, {}
+    capped: set[int | None] = set()
+    target: dict[int | None, float] = {}
+    while True:
+        room = 1 - len(capped) * share
+        if len(capped) == len(weight) or room <= 1e-9:  # no one left to take the rest
+            mean = sum(weight.values()) / len(weight)
+            target = {u: mean for u in weight}
+            break
+        total = sum(w for u, w in weight.items() if u not in capped) / room
+        over = {u for u, w in weight.items() if u not in capped and w > share * total + 1e-9}
+        if not over:
+            target = {u: share * total for u in capped}
+            break
+        capped |= over
+    factors = {u: target[u] / weight[u] for u in target if weight[u] > 0}
+    factors = {u: f for u, f in factors.items() if abs(f - 1) > 1e-9}
+    out = [replace(s, weight=s.weight * factors[s.user_id]) if s.user_id in factors else s
+           for s in samples]  # fmt: skip
+    return out, {("shared" if u is None else str(u)): round(f, 6) for u, f in factors.items()}
 
 
 def ensure_split(samples: list[Sample]) -> list[Sample]:

@@ -10,6 +10,10 @@
   in constant time. Query tokens would land in access logs, so `RedactTokenFilter` hides them.
 - A browser `Origin` on the WebSocket must match `allowed_origins` (fnmatch patterns); no
   Origin at all means a non-browser client (editor, CLI), which is allowed.
+- People: `apprentice users add NAME` gives each person a token of their own (stored as a
+  hash, feedback/queries/users.py). `identify` turns any presented token into a `Principal`:
+  the admin token, the shared user token (the single-user default, `user_id` None), or an
+  active user's token; a revoked or unknown one is None.
 """
 
 from __future__ import annotations
@@ -20,10 +24,28 @@ import logging
 import re
 from dataclasses import dataclass
 
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
 from starlette.requests import HTTPConnection
 
+from feedback.queries.users import user_for_token
 from ground.settings import Settings
 from ground.tokens import load_or_create_token
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request comes from. `user_id` None: the shared or the admin token."""
+
+    user_id: int | None
+    name: str
+    admin: bool = False
+
+
+SHARED = Principal(None, "default")
+ADMIN = Principal(None, "admin", admin=True)
 
 
 @dataclass(frozen=True)
@@ -75,6 +97,23 @@ class AuthConfig:
             given, self.metrics_token.encode()
         )
         return ok_metrics or hmac.compare_digest(given, self.admin_token.encode())
+
+    def identify(self, presented: str | None, db: sessionmaker[Session]) -> Principal | None:
+        """The principal a token stands for; None when it opens nothing. Blocking (one
+        indexed query for a person's token): call it from a worker thread."""
+        if not presented:
+            return None
+        if self.check_token(presented, admin=True):
+            return ADMIN
+        if self.check_token(presented):
+            return SHARED
+        try:
+            with db() as session:
+                user = user_for_token(session, presented)
+        except SQLAlchemyError:
+            log.exception("could not look a token up (is the database at head?)")
+            return None
+        return Principal(user.id, user.name, user.admin) if user is not None else None
 
     def origin_allowed(self, origin: str | None) -> bool:
         if origin is None:

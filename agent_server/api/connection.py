@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket
 
+from agent_server.api.auth import SHARED, Principal
 from agent_server.api.frames import FrameError, parse_frame
 from agent_server.api.metrics import adapter_label
 from agent_server.api.sessions import LiveSession, transcript_entries
@@ -46,9 +47,11 @@ class ConnectionClosed(Exception):
 
 
 class Connection:
-    def __init__(self, ws: WebSocket, services: Services) -> None:
+    def __init__(self, ws: WebSocket, services: Services, principal: Principal = SHARED) -> None:
         self.id = f"conn-{uuid.uuid4().hex[:16]}"
         self.ws, self.services = ws, services
+        self.principal = principal
+        self.user_id = principal.user_id  # what its sessions, suggestions and outcomes record
         self.client = ""
         self.greeted = self.closed = False
         self._send_lock = asyncio.Lock()
@@ -231,7 +234,7 @@ async def on_completion_request(conn: Connection, msg: p.CompletionRequest) -> N
 
     services, temperature = conn.services, conn.services.config.completion_temperature
     request = InlineRequest(msg.path, msg.language, msg.prefix, msg.suffix, msg.max_tokens,
-                            session_id=msg.session_id)  # fmt: skip
+                            session_id=msg.session_id, user_id=conn.user_id)  # fmt: skip
 
     async def work() -> None:
         try:
@@ -253,7 +256,8 @@ async def on_completion_request(conn: Connection, msg: p.CompletionRequest) -> N
 async def on_edit_outcome(conn: Connection, msg: p.EditOutcome) -> None:
     services = conn.services
     found = await services.store.suggestion_info(msg.suggestion_id)
-    if found is None:
+    # Another person's suggestion is answered like a missing one: ids do not leak whose.
+    if found is None or found.user_id != conn.user_id:
         raise ApiError(ErrorCode.SUGGESTION_NOT_FOUND, f"no suggestion {msg.suggestion_id!r}")
     session_id = found.session_id
     live = services.sessions.live.get(session_id) if session_id else None
@@ -267,7 +271,7 @@ async def on_edit_outcome(conn: Connection, msg: p.EditOutcome) -> None:
             suggestion_id=msg.suggestion_id, kind=msg.outcome,
             client_event_id=msg.client_event_id, accepted_part=msg.accepted_hunks,
             accepted_length=msg.accepted_length, reason=msg.reason,
-            final_text=msg.final_text, client_time=client_time,
+            final_text=msg.final_text, client_time=client_time, user_id=conn.user_id,
         )  # fmt: skip
     except OutcomeConflict as exc:
         raise ApiError(ErrorCode.OUTCOME_CONFLICT, str(exc)) from None

@@ -17,7 +17,7 @@ from fastapi import Depends, HTTPException, Request, status
 from sqlalchemy.orm import Session
 
 from agent_server.api.admin_session import COOKIE, CSRF_HEADER, SAFE_METHODS, csrf_ok, read_cookie
-from agent_server.api.auth import bearer_token
+from agent_server.api.auth import Principal, bearer_token
 from agent_server.api.services import Services
 
 
@@ -36,19 +36,27 @@ def get_db(services: ServicesDep) -> Iterator[Session]:
 DbDep = Annotated[Session, Depends(get_db)]
 
 
-def require_token(request: Request, services: ServicesDep) -> None:
-    if not services.auth.check_token(bearer_token(request)):
+def require_token(request: Request, services: ServicesDep) -> Principal:
+    """The shared token, a person's token (`apprentice users add`), or the admin token:
+    who is asking (`PrincipalDep`)."""
+    principal = services.auth.identify(bearer_token(request), services.db)
+    if principal is None:
         raise HTTPException(
             status_code=status.HTTP_401_UNAUTHORIZED,
             detail="missing or wrong token: send `Authorization: Bearer <token>` (the token "
             "is in $APPRENTICE_HOME/token unless APPRENTICE_TOKEN is set)",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    return principal
+
+
+PrincipalDep = Annotated[Principal, Depends(require_token)]
 
 
 def require_admin(request: Request, services: ServicesDep) -> None:
-    """The admin token as a bearer token, or the dashboard's session cookie (with its CSRF
-    token on anything but GET / HEAD / OPTIONS). The user token gets 403, nothing else 401."""
+    """The admin token (or an admin user's token) as a bearer token, or the dashboard's
+    session cookie (with its CSRF token on anything but GET / HEAD / OPTIONS). A user token
+    gets 403, anything else 401."""
     token = bearer_token(request)
     if token is None:
         admin_token = services.auth.admin_token
@@ -62,9 +70,9 @@ def require_admin(request: Request, services: ServicesDep) -> None:
                 status.HTTP_403_FORBIDDEN,
                 detail=f"missing or wrong {CSRF_HEADER} header (GET /v1/admin/session gives it)",
             )
-    elif services.auth.check_token(token, admin=True):
-        return
-    elif services.auth.check_token(token):
+    elif (principal := services.auth.identify(token, services.db)) is not None:
+        if principal.admin:
+            return
         raise HTTPException(status.HTTP_403_FORBIDDEN, detail="this needs the admin token")
     raise HTTPException(
         status.HTTP_401_UNAUTHORIZED,

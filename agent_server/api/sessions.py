@@ -59,7 +59,7 @@ class SessionManager:
     async def create(self, conn: Peer, msg: p.SessionCreate) -> LiveSession:
         row = await self.store.create_session(
             mode=msg.mode, title=msg.title, workspace=msg.workspace, client=conn.client,
-            owner=conn.id,
+            owner=conn.id, user_id=conn.user_id,
         )  # fmt: skip
         live = self.live[row.id] = LiveSession(row, conn, [])
         return live
@@ -73,6 +73,8 @@ class SessionManager:
         row = await self.store.get_session(session_id)
         if row is None:
             raise ApiError(ErrorCode.SESSION_NOT_FOUND, f"no session {session_id!r}")
+        if row.user_id != conn.user_id:
+            raise ApiError(ErrorCode.SESSION_NOT_OWNED, "the session belongs to another user")
         events = await self.store.load_events(session_id)
         if session_id in self.live:  # another connection won the race while we read
             raise ApiError(ErrorCode.SESSION_IN_USE, f"session {session_id} is open elsewhere")

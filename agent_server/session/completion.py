@@ -36,6 +36,7 @@ class InlineRequest:
     suffix: str
     max_tokens: int
     session_id: str | None = None  # the chat session it belongs to, if any
+    user_id: int | None = None  # who asked; None: the shared token
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ async def complete_inline(
             suggestion_id=suggestion_id, kind="completion", completion=completion,
             prompt=prompt.messages(), proposed=shown, session_id=r.session_id,
             file_path=r.path, sampling=sampling, latency_s=time.monotonic() - started,
+            user_id=r.user_id,
         )
     )  # fmt: skip
     return InlineSuggestion(suggestion_id, shown, completion.adapter)

@@ -50,10 +50,12 @@ class SessionRow:
     status: str
     created_at: dt.datetime
     last_seq: int
+    user_id: int | None = None  # whose session; None: the shared token's
 
     @classmethod
     def of(cls, row: AgentSession) -> SessionRow:
-        return cls(row.id, row.mode, row.title or "", row.status, row.created_at, row.last_seq)
+        return cls(row.id, row.mode, row.title or "", row.status, row.created_at, row.last_seq,
+                   row.user_id)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +69,7 @@ class SuggestionInfo:
     session_id: str | None
     kind: str  # "completion" | "edit" | ...
     adapter_version: int | None  # None: the base model served it
+    user_id: int | None = None  # whose it is; None: the shared token's
 
 
 class Store:
@@ -81,12 +84,13 @@ class Store:
         return await asyncio.to_thread(work)
 
     async def create_session(
-        self, *, mode: str, title: str, workspace: str, client: str, owner: str
-    ) -> SessionRow:
+        self, *, mode: str, title: str, workspace: str, client: str, owner: str,
+        user_id: int | None = None,
+    ) -> SessionRow:  # fmt: skip
         def fn(db: Session) -> SessionRow:
             row = q_sessions.create_session(
                 db, mode=mode, title=title or None, workspace_root=workspace or None,
-                client_name=client[:64] or None, owner=owner,
+                client_name=client[:64] or None, owner=owner, user_id=user_id,
             )  # fmt: skip
             return SessionRow.of(row)
 
@@ -142,8 +146,14 @@ class Store:
         file_path: str | None,
         sampling: Sampling | None,
         latency_s: float | None = None,
+        user_id: int | None = None,
     ) -> None:
+        """Stored for `user_id`, or (None) for the user whose session it belongs to."""
+
         def fn(db: Session) -> None:
+            owner = user_id
+            if owner is None and session_id is not None:
+                owner = db.scalar(select(AgentSession.user_id).where(AgentSession.id == session_id))
             q_suggestions.record_suggestion(
                 db,
                 suggestion_id=suggestion_id,
@@ -161,6 +171,7 @@ class Store:
                 session_id=session_id,
                 file_path=file_path,
                 latency_s=latency_s,
+                user_id=owner,
             )
 
         await self._run(fn)
@@ -172,7 +183,7 @@ class Store:
             row = q_suggestions.get_suggestion(db, suggestion_id=suggestion_id)
             if row is None:
                 return None
-            return SuggestionInfo(row.session_id, row.kind, row.adapter_version)
+            return SuggestionInfo(row.session_id, row.kind, row.adapter_version, row.user_id)
 
         return await self._run(fn)
 

@@ -133,6 +133,8 @@ export interface OutcomeSeries {
   bucket_s: number;
   language: string | null;
   languages: string[];
+  user: string | null;
+  users: string[];
   rows: OutcomeCount[];
 }
 

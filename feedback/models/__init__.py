@@ -19,6 +19,7 @@ from feedback.models.sessions import (
     SessionStatus,
 )
 from feedback.models.suggestions import Outcome, OutcomeKind, Suggestion, SuggestionKind
+from feedback.models.users import User
 
 __all__ = [
     "Adapter",
@@ -42,6 +43,7 @@ __all__ = [
     "SuggestionKind",
     "TaskRollout",
     "UTCDateTime",
+    "User",
     "new_uuid",
     "utcnow",
 ]

@@ -40,6 +40,10 @@ class AgentSession(Base):
     # Highest `seq` handed out so far; bumped with UPDATE ... RETURNING for gapless numbering.
     last_seq: Mapped[int] = mapped_column(Integer, default=0)
     meta: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    # Who it came from (users.py); NULL: the shared token, or a row older than users.
+    user_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("users.id", ondelete="SET NULL"), index=True
+    )
 
     events: Mapped[list[SessionEvent]] = relationship(
         back_populates="session",

@@ -54,6 +54,10 @@ class Suggestion(Base):
     proposed: Mapped[str] = mapped_column(Text)
     file_path: Mapped[str | None] = mapped_column(Text)
     latency_s: Mapped[float | None] = mapped_column(Float)
+    # Who it came from (users.py); NULL: the shared token, or a row older than users.
+    user_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("users.id", ondelete="SET NULL"), index=True
+    )
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     outcomes: Mapped[list[Outcome]] = relationship(
@@ -88,5 +92,9 @@ class Outcome(Base):
     client_event_id: Mapped[str] = mapped_column(String(128), unique=True)
     client_time: Mapped[dt.datetime | None] = mapped_column(UTCDateTime())
     server_time: Mapped[dt.datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # Who it came from (users.py); NULL: the shared token, or a row older than users.
+    user_id: Mapped[int | None] = mapped_column(
+        Integer, ForeignKey("users.id", ondelete="SET NULL"), index=True
+    )
 
     suggestion: Mapped[Suggestion] = relationship(back_populates="outcomes")

@@ -31,6 +31,7 @@ def create_session(
     client_name: str | None = None,
     owner: str | None = None,
     meta: dict[str, Any] | None = None,
+    user_id: int | None = None,
 ) -> AgentSession:
     """A new `active` session; its id is a fresh UUID unless `session_id` is given."""
     row = AgentSession(
@@ -40,6 +41,7 @@ def create_session(
         client_name=client_name,
         owner=owner,
         meta=meta or {},
+        user_id=user_id,
     )
     if session_id is not None:
         row.id = session_id
@@ -67,12 +69,22 @@ def update_session(db: Session, *, session_id: str, **fields: Any) -> AgentSessi
 
 
 def list_sessions(
-    db: Session, *, status: str | None = None, limit: int = 100
+    db: Session,
+    *,
+    status: str | None = None,
+    limit: int = 100,
+    everyone: bool = True,
+    user_id: int | None = None,
 ) -> list[AgentSession]:
-    """Most recently updated first."""
+    """Most recently updated first; `everyone=False`: only `user_id`'s (None: the shared
+    token's)."""
     query = select(AgentSession).order_by(AgentSession.updated_at.desc()).limit(limit)
     if status is not None:
         query = query.where(AgentSession.status == status)
+    if not everyone:
+        query = query.where(
+            AgentSession.user_id.is_(None) if user_id is None else AgentSession.user_id == user_id
+        )
     return list(db.scalars(query))
 
 

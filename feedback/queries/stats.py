@@ -109,10 +109,12 @@ def outcome_series(
     until: dt.datetime,
     bucket_s: int,
     language: str | None = None,
+    user_id: int | None = None,
 ) -> list[tuple[int, int | None, str, str, int]]:
     """Outcomes counted per time bucket, adapter version, suggestion kind and outcome kind:
     [(bucket start, epoch s), adapter version, suggestion kind, outcome kind, n)], by the
-    outcome's server time in [since, until). One GROUP BY on the database."""
+    outcome's server time in [since, until); with `user_id`, only that person's outcomes.
+    One GROUP BY on the database."""
     bucket = _bucket(Outcome.server_time, bucket_s, db.get_bind().dialect.name).label("bucket")
     query = (
         select(bucket, Suggestion.adapter_version, Suggestion.kind, Outcome.kind, func.count())
@@ -121,6 +123,8 @@ def outcome_series(
         .group_by(bucket, Suggestion.adapter_version, Suggestion.kind, Outcome.kind)
         .order_by(bucket)
     )
+    if user_id is not None:
+        query = query.where(Outcome.user_id == user_id)
     if language is not None:
         suffixes = LANGUAGES[language]
         query = query.where(or_(*(Suggestion.file_path.like(f"%{s}") for s in suffixes)))

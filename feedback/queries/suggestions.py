@@ -75,6 +75,7 @@ def record_suggestion(
     file_path: str | None = None,
     latency_s: float | None = None,
     suggestion_id: str | None = None,
+    user_id: int | None = None,
 ) -> Suggestion:
     """Store one model output before the client sees it.
 
@@ -87,6 +88,7 @@ def record_suggestion(
         model=model,
         adapter_version=adapter_version,
         session_id=session_id,
+        user_id=user_id,
         prompt_messages=prompt_messages,
         prompt_token_ids=prompt_token_ids,
         completion_text=completion_text,
@@ -120,6 +122,7 @@ def record_outcome(
     reason: str | None = None,
     final_text: str | None = None,
     client_time: dt.datetime | None = None,
+    user_id: int | None = None,
 ) -> Outcome:
     """Store what happened to a suggestion, once per `client_event_id`; return the stored row.
 
@@ -138,6 +141,7 @@ def record_outcome(
         reason=reason,
         final_text=final_text,
         client_time=client_time,
+        user_id=user_id,
     )
     dialect = db.get_bind().dialect.name
     stmt: Any

@@ -1,7 +1,9 @@
 """What the dashboard reads besides the records of admin.py: aggregates and live updates.
 
-    GET /v1/admin/stats/outcomes?since=..&until=..&bucket_s=3600&language=python
+    GET /v1/admin/stats/outcomes?since=..&until=..&bucket_s=3600&language=python&user=ada
         outcomes per time bucket, adapter, suggestion kind and outcome kind (SQL GROUP BY)
+    GET /v1/admin/users
+        the people who use the server (`apprentice users ...`), never their tokens
     GET /v1/admin/runs/{id}/events
         server-sent events: the run (as GET /v1/admin/runs/{id}) each time it changes, until
         it ends; a comment line every 15 s keeps proxies from closing the stream
@@ -25,6 +27,7 @@ from agent_server.api.deps import DbDep, ServicesDep, require_admin
 from agent_server.api.routers.admin import RunDetail
 from feedback.queries import get_run
 from feedback.queries.stats import LANGUAGES, outcome_series
+from feedback.queries.users import list_users, user_ids
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
 
@@ -46,7 +49,28 @@ class OutcomeSeries(BaseModel):
     bucket_s: int
     language: str | None
     languages: list[str] = Field(description="The values the language filter takes.")
+    user: str | None = Field(default=None, description="The user filtered on; null: everyone.")
+    users: list[str] = Field(default=[], description="The values the user filter takes.")
     rows: list[OutcomeCount]
+
+
+class UserOut(BaseModel):
+    name: str
+    admin: bool
+    learn: bool = Field(description="False: opted out, never trained on.")
+    created_at: dt.datetime
+    rotated_at: dt.datetime | None
+    revoked_at: dt.datetime | None
+
+
+@router.get("/users")
+def users(db: DbDep) -> list[UserOut]:
+    """Everyone with a token of their own (tokens are never shown: only hashes are kept)."""
+    return [
+        UserOut(name=u.name, admin=u.admin, learn=u.learn, created_at=u.created_at,
+                rotated_at=u.rotated_at, revoked_at=u.revoked_at)
+        for u in list_users(db)
+    ]  # fmt: skip
 
 
 @router.get("/stats/outcomes")
@@ -56,6 +80,7 @@ def outcomes(
     until: Annotated[dt.datetime | None, Query(description="Default: now.")] = None,
     bucket_s: int = Query(default=86400, ge=60, le=366 * 86400),
     language: str | None = Query(default=None, description="A name from `languages`."),
+    user: str | None = Query(default=None, description="A name from `users`: their outcomes."),
 ) -> OutcomeSeries:
     """Outcomes by time bucket, adapter, suggestion kind and outcome kind, counted in SQL."""
     until = _aware(until) if until else dt.datetime.now(dt.UTC)
@@ -66,9 +91,17 @@ def outcomes(
         raise HTTPException(422, detail=f"more than {MAX_BUCKETS} buckets: raise bucket_s")
     if language is not None and language not in LANGUAGES:
         raise HTTPException(422, detail=f"unknown language {language!r}: one of {list(LANGUAGES)}")
-    rows = outcome_series(db, since=since, until=until, bucket_s=bucket_s, language=language)
+    user_id = None
+    if user is not None:
+        user_id = user_ids(db, [user]).get(user)
+        if user_id is None:
+            raise HTTPException(422, detail=f"no user named {user!r}")
+    rows = outcome_series(
+        db, since=since, until=until, bucket_s=bucket_s, language=language, user_id=user_id
+    )
     return OutcomeSeries(
         since=since, until=until, bucket_s=bucket_s, language=language, languages=list(LANGUAGES),
+        user=user, users=[u.name for u in list_users(db)],
         rows=[OutcomeCount(t=dt.datetime.fromtimestamp(b, dt.UTC), adapter_version=v,
                            suggestion=s, kind=k, n=n) for b, v, s, k, n in rows],
     )  # fmt: skip

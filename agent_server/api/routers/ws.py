@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from fastapi import APIRouter, WebSocket, status
@@ -24,7 +25,8 @@ async def websocket(ws: WebSocket) -> None:
         # Closing before accept makes the server answer the handshake with HTTP 403.
         await ws.close(code=status.WS_1008_POLICY_VIOLATION)
         return
-    if not services.auth.check_token(websocket_token(ws)):
+    principal = await asyncio.to_thread(services.auth.identify, websocket_token(ws), services.db)
+    if principal is None:  # unknown, wrong or revoked
         services.metrics.ws_refused.labels("token").inc()
         await ws.close(code=status.WS_1008_POLICY_VIOLATION)
         return
@@ -32,6 +34,6 @@ async def websocket(ws: WebSocket) -> None:
     services.metrics.ws_opened.inc()
     services.metrics.ws_open.inc()
     try:
-        await Connection(ws, services).serve()
+        await Connection(ws, services, principal).serve()
     finally:
         services.metrics.ws_open.dec()

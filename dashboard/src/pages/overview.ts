@@ -16,7 +16,7 @@ const RANGES: [string, number, number][] = [
 const KINDS = ["shown", "accepted", "rejected", "partially_accepted", "persisted",
                "edited_after_accept", "reverted"];
 
-let state = { range: 2, language: "" };
+let state = { range: 2, language: "", user: "" };
 
 /** Accepted share per bucket: completions accepted / shown; edits (accepted + partial) / decided. */
 function acceptance(rows: OutcomeCount[], suggestion: string): Series[] {
@@ -70,6 +70,7 @@ export async function renderOverview(app: HTMLElement): Promise<void> {
   const query = new URLSearchParams({ since: since.toISOString(), until: until.toISOString(),
                                       bucket_s: String(bucket) });
   if (state.language) query.set("language", state.language);
+  if (state.user) query.set("user", state.user);
   const [series, deployments] = await Promise.all([
     api<OutcomeSeries>(`/v1/admin/stats/outcomes?${query}`),
     api<Deployment[]>("/v1/admin/deployments?limit=500"),
@@ -83,6 +84,11 @@ export async function renderOverview(app: HTMLElement): Promise<void> {
     void renderOverview(app);
   } }, h("option", { value: "" }, "all languages"),
      ...series.languages.map((l) => h("option", { value: l, selected: l === state.language }, l)));
+  const userSelect = h("select", { id: "user", onchange: (e) => {
+    state = { ...state, user: (e.target as HTMLSelectElement).value };
+    void renderOverview(app);
+  } }, h("option", { value: "" }, "everyone"),
+     ...series.users.map((u) => h("option", { value: u, selected: u === state.user }, u)));
   const marks = deployments
     .filter((d) => d.status !== "failed")
     .map((d) => ({ x: Date.parse(d.created_at), label: adapterName(d.adapter_version) }));
@@ -92,6 +98,7 @@ export async function renderOverview(app: HTMLElement): Promise<void> {
     h("h1", {}, "Overview"),
     h("div", { class: "filters" }, h("label", {}, "Range ", rangeSelect),
       h("label", {}, "Language ", languageSelect),
+      h("label", {}, "User ", userSelect),
       h("span", { class: "muted" }, `${label}, ${series.rows.reduce((n, r) => n + r.n, 0)} outcomes`)),
     h("section", { class: "card" }, h("h2", {}, "Completions: accepted / shown, per adapter"),
       h("div", { class: "chart" }, completions)),
