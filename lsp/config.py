@@ -18,6 +18,9 @@ from agent_server.models.base import Sampling
 from ground.settings import Settings
 from ground.tokens import user_token
 
+SETTLE_OPTION = "outcomeSettleSeconds"
+MAX_SETTLE_S = 86_400
+
 
 def parse_host_port(value: str) -> tuple[str, int]:
     """`HOST:PORT` -> (host, port); raises ValueError naming the expected form."""
@@ -26,6 +29,18 @@ def parse_host_port(value: str) -> tuple[str, int]:
         raise ValueError(f"--tcp wants HOST:PORT with a port in 1..65535, e.g. 127.0.0.1:8766; "
                          f"got {value!r}")  # fmt: skip
     return host, int(port)
+
+
+def settle_option(options: Any, default: float) -> tuple[float, str | None]:
+    """initializationOptions.outcomeSettleSeconds, or (`default`, why it was not taken)."""
+    value = options.get(SETTLE_OPTION) if isinstance(options, dict) else None
+    if value is None:
+        return default, None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not (
+            0 < value <= MAX_SETTLE_S):  # fmt: skip
+        return default, (f"initializationOptions.{SETTLE_OPTION} must be a number of seconds "
+                         f"in (0, {MAX_SETTLE_S}], got {value!r}; using {default:g}")  # fmt: skip
+    return float(value), None
 
 
 class LspConfig(BaseModel):
@@ -81,6 +96,14 @@ class LspConfig(BaseModel):
         gt=0,
         description="How long a run_command waits for the person's answer in the editor "
         "(window/showMessageRequest); no answer refuses the command.",
+    )
+    outcome_settle_s: float = Field(
+        default=30.0,
+        gt=0,
+        le=MAX_SETTLE_S,
+        description="Seconds after an accept before its follow-up (persisted / reverted / "
+        "edited_after_accept) is decided: the VS Code extension's outcomeSettleSeconds. An "
+        'editor sets its own with initializationOptions {"outcomeSettleSeconds": n}.',
     )
     client_name: str = Field(default="lsp", description="Stored with sessions, for the logs.")
 

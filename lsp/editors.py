@@ -4,8 +4,11 @@
   the result is one `WorkspaceEdit` returned to the client, who decides by applying it.
   Commands are refused: a code action edits, it does not run things.
 - `ChatEditor` (apprentice.chat): each proposal goes to the client at once with
-  `workspace/applyEdit`; applied -> the agent sees it accepted and the outcome `applied`
-  is stored, refused -> rejected with the client's reason (which the agent reads).
+  `workspace/applyEdit`; applied -> the agent sees it accepted, the outcome `accepted` is
+  stored and followed up after the settle time (lsp/followups.py); not applied (or an
+  error answer) -> rejected with the editor's reason prefixed `[editor] ` (which the
+  agent reads): the editor failed, no person decided, so the learner does not train on it.
+  The person's own rejection is `apprentice.reject` of the edit (lsp/features/commands.py).
   Commands ask the person with `window/showMessageRequest` (no answer in time: refused).
 - `Progress`: `$/progress` work-done reports on a server-created token, when the client
   supports them; cancelling it in the editor cancels the turn.
@@ -23,9 +26,11 @@ from lsprotocol import types
 from agent_server.agent.events import EditDecision, EditProposal
 from agent_server.agent.tools import CommandDecision
 from agent_server.agent.workspace import LocalWorkspace
+from feedback.vocab import EDITOR_REASON_PREFIX
+from lsp.followups import EditFollowUp
 from lsp.overlay import EditorWorkspace
 from lsp.text import uri_path
-from lsp.workspace_edit import workspace_edit
+from lsp.workspace_edit import path_uri, workspace_edit
 
 if TYPE_CHECKING:
     from lsp.server import ApprenticeServer
@@ -124,14 +129,16 @@ class ChatEditor(_Base):
         try:
             result = await self.ls.workspace_apply_edit_async(params)
             applied, reason = bool(result.applied), result.failure_reason
-        except Exception as exc:  # an error answer is a refusal too
+        except Exception as exc:  # an error answer: the editor failed to apply it too
             applied, reason = False, f"the editor answered with an error: {exc}"
         if applied:
             self._sent.add(path)
             self.applied.append(proposal.id)
-            await self.ls.outcomes.write(proposal.id, "applied", final_text=proposal.after)
+            await self.ls.outcomes.write(proposal.id, "accepted", final_text=proposal.after)
+            uri = path_uri(self.root, path)
+            self.ls.outcomes.follow.track(EditFollowUp(proposal.id, uri, before, proposal.after))
             return EditDecision.accept()
-        reason = reason or "the editor did not apply the edit"
+        reason = EDITOR_REASON_PREFIX + (reason or "the editor did not apply the edit")
         self.rejected.append(proposal.id)
         await self.ls.outcomes.write(proposal.id, "rejected", reason=reason)
         return EditDecision.reject(reason)

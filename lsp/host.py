@@ -35,7 +35,7 @@ class TurnResult:
 @dataclass(frozen=True)
 class OutcomeRecord:
     suggestion_id: str
-    kind: OutcomeKind  # here: shown | accepted | partially_accepted | rejected | applied
+    kind: OutcomeKind  # shown, a decision (accepted...) or a follow-up (persisted...)
     event_id: str  # idempotency key: the same event twice stores one row
     accepted_length: int | None = None
     accepted_part: list[Any] | None = None

@@ -11,8 +11,12 @@ Code actions (the edits one resolve returned, per document):
   the action's command ran after the client applied the edit, or the document's text
   became the proposed text (didChange)      -> accepted
   a newer resolve or the document closed    -> rejected (superseded / closed)
-Chat edits sent with workspace/applyEdit are recorded where they are applied (applied or
-rejected), not here.
+Chat edits sent with workspace/applyEdit are recorded where they are applied (lsp/editors.py:
+accepted, or rejected with an `[editor] ` reason when the editor did not apply them);
+`apprentice.reject` of one afterwards is the person's rejection.
+Accepted ones (and accepted or partially accepted completions) are followed up once the
+accept is stored: persisted / reverted / edited_after_accept after the settle time
+(lsp/followups.py); a rejection cancels the follow-up.
 
 State changes happen synchronously when a message arrives, before any await, so messages
 are judged in the order the editor sent them. Event ids are derived from the suggestion and
@@ -27,6 +31,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from lsp.followups import CompletionFollowUp, EditFollowUp, FollowUp, FollowUps, Read
 from lsp.host import OutcomeRecord
 
 log = logging.getLogger(__name__)
@@ -37,8 +42,11 @@ Record = Callable[[OutcomeRecord], Awaitable[None]]
 class Pending:
     ids: list[str]
     kind: str  # "inline" | "action"
-    length: int = 0  # inline: characters offered
+    uri: str = ""
+    text: str = ""  # inline: the completion offered...
+    offset: int = 0  # ...at this index of the document
     expected: dict[str, str] = field(default_factory=dict)  # action: uri -> text if applied
+    follow: dict[str, EditFollowUp] = field(default_factory=dict)  # action: id -> its file
     done: bool = False  # accepted or rejected already
 
 
@@ -47,8 +55,9 @@ def event_id(suggestion_id: str, kind: str) -> str:
 
 
 class OutcomeTracker:
-    def __init__(self, record: Record) -> None:
+    def __init__(self, record: Record, read: Read, settle_s: float) -> None:
         self._record = record
+        self.follow = FollowUps(read, self.write, settle_s)
         self.pending: dict[tuple[str, str], Pending] = {}  # (uri, kind) -> newest
         self.by_id: dict[str, Pending] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -60,21 +69,28 @@ class OutcomeTracker:
             OutcomeRecord(suggestion_id, kind, event_id(suggestion_id, kind), **fields)  # type: ignore[arg-type]
         )
 
-    def _background(self, suggestion_id: str, kind: str, **fields: object) -> None:
-        """Record without holding up the message that caused it (superseded, closed...)."""
+    def _background(
+        self, suggestion_id: str, kind: str, then: FollowUp | None = None, **fields: object
+    ) -> None:
+        """Record without holding up the message that caused it (superseded, closed...);
+        `then` is followed up once the row is stored (a follow-up must come after it)."""
 
         async def run() -> None:
             try:
                 await self.write(suggestion_id, kind, **fields)
             except Exception:  # a failed log write must not take the editor's request down
                 log.exception("could not record %s for %s", kind, suggestion_id)
+                return
+            if then is not None:
+                self.follow.track(then)
 
         task = asyncio.ensure_future(run())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def drain(self) -> None:
-        """Wait for background writes (shutdown, tests)."""
+    async def close(self) -> None:
+        """Shutdown: drop the follow-ups still waiting, wait for the writes under way."""
+        await self.follow.close()
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
@@ -89,7 +105,7 @@ class OutcomeTracker:
     def offered(self, uri: str, kind: str, ids: list[str], **extra: object) -> Pending:
         """A new suggestion for `uri` is about to be shown; the previous one is superseded."""
         self.superseded(uri, kind)
-        p = Pending(list(ids), kind, **extra)  # type: ignore[arg-type]
+        p = Pending(list(ids), kind, uri, **extra)  # type: ignore[arg-type]
         self.pending[(uri, kind)] = p
         for sid in ids:
             self.by_id[sid] = p
@@ -112,7 +128,8 @@ class OutcomeTracker:
         if p is not None and not p.done and p.expected.get(uri) == text:
             p.done = True
             for sid in p.ids:
-                self._background(sid, "accepted", reason="applied in the editor")
+                self._background(sid, "accepted", then=p.follow.get(sid),
+                                 reason="applied in the editor")  # fmt: skip
 
     def mark_done(self, ids: list[str]) -> None:
         """Synchronously, as the accept/reject message arrives: nothing supersedes it now."""
@@ -121,6 +138,30 @@ class OutcomeTracker:
             if p is not None:
                 p.done = True
 
+    def accepting(self, ids: list[str], accepted_length: int | None) -> list[FollowUp]:
+        """As the accept arrives: done, and what to follow up once it is stored. A completion's
+        span is found where it was offered, in the document as it is now (the client runs
+        the item's command after inserting it)."""
+        self.mark_done(ids)
+        found: list[FollowUp] = []
+        for sid in ids:
+            p = self.by_id.get(sid)
+            if p is not None and p.kind == "action" and sid in p.follow:
+                found.append(p.follow[sid])
+            elif p is not None and p.kind == "inline":
+                taken = p.text[: accepted_length if accepted_length is not None else None]
+                now, end = self.follow.read(p.uri), p.offset + len(taken)
+                if taken and now is not None and now[p.offset : end] == taken:
+                    found.append(CompletionFollowUp(sid, p.uri, now, p.offset, end))
+                else:  # not where it was offered: nothing to follow
+                    log.info("%s: accepted text not found at its offset", sid)
+        return found
+
+    def rejecting(self, ids: list[str]) -> None:
+        """The person's rejection: done, and no follow-up of an earlier accept any more."""
+        self.mark_done(ids)
+        self.follow.cancel(ids)
+
     def offered_length(self, suggestion_id: str) -> int | None:
         p = self.by_id.get(suggestion_id)
-        return p.length if p is not None and p.kind == "inline" else None
+        return len(p.text) if p is not None and p.kind == "inline" else None

@@ -6,12 +6,14 @@ The agent server does the model calls and stores suggestions and outcomes; this 
 plays the editor's part of the WebSocket protocol (agent_server/protocol/messages.py): it
 answers `tool.request`s from the editor's buffers and the disk (lsp/overlay.py), turns
 `edit.proposed` diffs into the LSP side's review (workspace/applyEdit in chat), asks the
-person about commands, and sends outcomes as `edit.outcome` (acknowledged when stored).
+person about commands, and sends outcomes as `edit.outcome` (acknowledged when stored),
+follow-ups (persisted / reverted / edited_after_accept) included. A diff that does not fit
+the buffer is rejected with an `[editor] ` reason: nobody saw it.
 One reader task routes the server's messages: replies by their `id`, a turn's messages by
-its session. Differences from the in-process mode: the protocol has no `applied` outcome,
-so an applied chat edit is stored as `accepted`; and code actions run as commands with
+its session. The difference from the in-process mode: code actions run as commands with
 workspace/applyEdit (a resolve would have to tell the waiting agent "accepted" before the
-person decided). Tests: tests/lsp/test_remote.py against a real agent server.
+person decided). Tests: tests/lsp/test_remote.py, test_outcome_labels.py against a real
+agent server.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from agent_server.agent.events import EditProposal
 from agent_server.models.base import ModelError
 from agent_server.protocol import messages as p
 from agent_server.protocol.client import ProtocolClient, tool_result_message
-from feedback.vocab import DECISION_KINDS, adapter_version
+from feedback.vocab import DECISION_KINDS, EDITOR_REASON_PREFIX, adapter_version
 from lsp.config import LspConfig
 from lsp.host import (
     Editor,
@@ -144,9 +146,8 @@ class RemoteHost:
         try:
             after = apply_unified(before or "", message.diff)
         except PatchError as exc:
-            await self._send_decision(
-                message.suggestion_id, "rejected", f"diff did not apply: {exc}"
-            )
+            reason = f"{EDITOR_REASON_PREFIX}diff did not apply: {exc}"  # nobody saw it
+            await self._send_decision(message.suggestion_id, "rejected", reason)
             return
         proposal = EditProposal(message.suggestion_id, 0, message.path, before or "", after,
                                 message.diff, split_hunks(before or "", after))  # fmt: skip
@@ -189,7 +190,7 @@ class RemoteHost:
         return TurnResult(result.status, result.message, session_id, result.usage.model_calls)
 
     async def record_outcome(self, outcome: OutcomeRecord) -> None:
-        kind = "accepted" if outcome.kind == "applied" else outcome.kind  # no `applied` on /v1/ws
+        kind = outcome.kind
         if kind in DECISION_KINDS:  # the server has the person's decision now
             self._decided.add(outcome.suggestion_id)
         message = p.EditOutcome(

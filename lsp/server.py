@@ -68,7 +68,7 @@ class ApprenticeServer(LanguageServer):
         self.config, self.host_factory = config, host_factory
         self._host: AgentHost | None = None
         self.root: str = os.getcwd()
-        self.outcomes = OutcomeTracker(self._record)
+        self.outcomes = OutcomeTracker(self._record, self.text_now, config.outcome_settle_s)
         self.inline_tasks: dict[str, asyncio.Task[Any]] = {}  # uri -> newest request
         self.chat_session: str | None = None  # the connection's current chat session
         self.chat_lock = asyncio.Lock()  # one chat turn at a time per connection
@@ -86,6 +86,25 @@ class ApprenticeServer(LanguageServer):
 
     async def _record(self, outcome: OutcomeRecord) -> None:
         await self.host.record_outcome(outcome)
+
+    def text_now(self, uri: str) -> str | None:
+        """A document's text as the editor has it: the open buffer, else the disk, else None."""
+        docs = self.workspace.text_documents
+        if uri in docs:
+            return docs[uri].source
+        path = to_fs_path(uri)
+        if not path:
+            return None
+        real = os.path.realpath(path)
+        for other, doc in list(docs.items()):  # the same file under another spelling
+            fs = to_fs_path(other)
+            if fs and os.path.realpath(fs) == real:
+                return doc.source
+        try:  # newline="": the file's own line ends, as a buffer would hold them
+            with open(path, encoding="utf-8", errors="replace", newline="") as file:
+                return file.read()
+        except OSError:
+            return None
 
     def in_root(self, uri: str) -> bool:
         from lsp.text import uri_path
@@ -107,7 +126,7 @@ class ApprenticeServer(LanguageServer):
     async def close(self) -> None:
         if self.warm_up is not None:
             await asyncio.gather(self.warm_up, return_exceptions=True)
-        await self.outcomes.drain()
+        await self.outcomes.close()
         if self._host is not None:
             await self._host.aclose()
 

@@ -12,6 +12,7 @@ applied with workspace/applyEdit.
 from __future__ import annotations
 
 import asyncio
+import posixpath
 from typing import TYPE_CHECKING, Any, Literal
 
 from lsprotocol import types
@@ -24,7 +25,9 @@ from agent_server.protocol.messages import Position as Pos
 from agent_server.session.prompts import task_text
 from lsp.editors import Progress, ResolveEditor
 from lsp.features.errors import RequestFailed, request_errors
+from lsp.followups import EditFollowUp
 from lsp.text import check_range, open_document
+from lsp.workspace_edit import path_uri
 
 if TYPE_CHECKING:
     from lsp.server import ApprenticeServer
@@ -179,7 +182,14 @@ async def run_action(
     changed = editor.workspace.changed()
     # The document's text once the client applied the edit: a didChange to it accepts.
     expected = {data.uri: changed[path][1]} if path in changed else {}
-    ls.outcomes.offered(data.uri, "action", ids, expected=expected)
+    # Once accepted, each edit is followed up on its file's text before and after the turn.
+    follow = {}
+    for p in editor.proposals:
+        name = posixpath.normpath(p.path)
+        if name in changed:
+            before, after = changed[name]
+            follow[p.id] = EditFollowUp(p.id, path_uri(ls.root, name), before, after)
+    ls.outcomes.offered(data.uri, "action", ids, expected=expected, follow=follow)
     async with request_errors("recording the shown outcome"):
         for sid in ids:
             await ls.outcomes.write(sid, "shown")

@@ -2,13 +2,17 @@
 
   apprentice.chat   [{"message": "...", "uri"?: ..., "range"?: {...}, "newSession"?: false}]
                     one agent turn with $/progress reports; each proposed edit goes to the
-                    editor with workspace/applyEdit (outcome `applied`, or `rejected` when
-                    refused); the turn continues this connection's chat session unless
-                    newSession. Returns {status, message, sessionId, applied, rejected}.
+                    editor with workspace/applyEdit (outcome `accepted`, or `rejected` with
+                    an `[editor] ` reason when the editor did not apply it); the turn
+                    continues this connection's chat session unless newSession.
+                    Returns {status, message, sessionId, applied, rejected}.
   apprentice.accept [{"suggestionId": id, "acceptedLength"?: n} | {"suggestionIds": [...]}]
                     accepted, or partially_accepted when acceptedLength is below what was
-                    offered; `eventId` (optional) is the client's idempotency key.
+                    offered; `eventId` (optional) is the client's idempotency key. Followed
+                    up after the settle time (persisted / reverted / edited_after_accept).
   apprentice.reject [{"suggestionId" | "suggestionIds", "reason"?: "dismissed"}]
+                    the person's rejection, also of a chat edit already applied (its
+                    follow-up is cancelled).
   apprentice.status []  -> {mode, server, model, adapter, adapterVersion, database, ...}
 Arguments are validated; a bad one is an InvalidParams error that says what is expected.
 """
@@ -118,7 +122,9 @@ def register(server: ApprenticeServer) -> None:
     @server.command("apprentice.accept")
     async def accept(ls: ApprenticeServer, *args: Any) -> dict[str, Any]:
         a: OutcomeArgs = parse(OutcomeArgs, "apprentice.accept", args)
-        ls.outcomes.mark_done(a.ids)  # before any await: a newer request cannot supersede it
+        # Before any await: a newer request cannot supersede it, and the document is the
+        # one the accept was made in.
+        follow_ups = ls.outcomes.accepting(a.ids, a.accepted_length)
         kinds = []
         async with request_errors("apprentice.accept"):
             for sid in a.ids:
@@ -128,12 +134,14 @@ def register(server: ApprenticeServer) -> None:
                 kind = "partially_accepted" if partial else "accepted"
                 await _write(ls, sid, kind, a, accepted_length=a.accepted_length)
                 kinds.append(kind)
+        for item in follow_ups:  # once the accepts are stored: a follow-up comes after them
+            ls.outcomes.follow.track(item)
         return {"recorded": kinds}
 
     @server.command("apprentice.reject")
     async def reject(ls: ApprenticeServer, *args: Any) -> dict[str, Any]:
         a: OutcomeArgs = parse(OutcomeArgs, "apprentice.reject", args)
-        ls.outcomes.mark_done(a.ids)
+        ls.outcomes.rejecting(a.ids)  # also of a chat edit already applied: the person's no
         async with request_errors("apprentice.reject"):
             for sid in a.ids:
                 await _write(ls, sid, "rejected", a, reason=a.reason or "dismissed")

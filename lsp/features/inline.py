@@ -5,7 +5,8 @@ the same document cancels it (answered RequestCancelled, -32800), also while the
 generating, and the suggestion it had shown is rejected as superseded. The suggestion row
 is stored before the item is returned; returning it records `shown`. The item's command
 (`apprentice.accept`) reports acceptance; clients that accept part of it send
-`apprentice.accept` with a smaller `acceptedLength` (partially_accepted).
+`apprentice.accept` with a smaller `acceptedLength` (partially_accepted). Either is followed
+up after the settle time (lsp/followups.py: what became of the inserted text).
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def register(server: ApprenticeServer) -> None:
             if not suggestion.text.strip():
                 return types.InlineCompletionList(items=[])
             ls.outcomes.offered(uri, "inline", [suggestion.suggestion_id],
-                                length=len(suggestion.text))  # fmt: skip
+                                text=suggestion.text, offset=offset)  # fmt: skip
             async with request_errors("recording the shown outcome"):
                 await asyncio.shield(ls.outcomes.write(suggestion.suggestion_id, "shown"))
         finally:

@@ -2,9 +2,11 @@
 
 The host (where the agent runs) is made at `initialize`, on the folder the client opened,
 and starts loading the model and the database at `initialized`, so the first completion
-does not pay for it. pygls keeps the open documents (didOpen/didChange/didClose); these
-handlers only tell the outcome tracker (a closed document rejects what it still offered;
-a change that lands a code action's edit accepts it).
+does not pay for it. `initializationOptions.outcomeSettleSeconds` sets the settle time of
+follow-ups (lsp/followups.py); a bad value is logged to the editor and the default kept.
+pygls keeps the open documents (didOpen/didChange/didClose); these handlers only tell the
+outcome tracker (a closed document rejects what it still offered; a change that lands a
+code action's edit accepts it).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
+from lsp.config import settle_option
 from lsp.server import client_root
 
 if TYPE_CHECKING:
@@ -27,6 +30,12 @@ def register(server: ApprenticeServer) -> None:
     @server.feature(types.INITIALIZE)
     def initialize(ls: ApprenticeServer, params: types.InitializeParams) -> None:
         ls.open_host(client_root(params))
+        settle_s, problem = settle_option(params.initialization_options,
+                                          ls.config.outcome_settle_s)  # fmt: skip
+        ls.outcomes.follow.settle_s = settle_s
+        if problem is not None:  # a bad option is the editor's to fix, not a failed start
+            log.warning("%s", problem)
+            ls.window_log_message(types.LogMessageParams(types.MessageType.Warning, problem))
         if params.client_info is not None:
             log.info("client %s %s", params.client_info.name, params.client_info.version or "")
 

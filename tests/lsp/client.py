@@ -6,9 +6,11 @@
 
 `TestEditor` keeps the client's copy of each document: it sends didOpen/didChange like an
 editor and applies `workspace/applyEdit` requests (and resolved code actions) to its text,
-then tells the server with didChange, as Neovim or VS Code would. It advertises what those
-editors do: documentChanges with file creation, code action resolve for `edit`, work-done
-progress, inline completion and showMessageRequest.
+then tells the server with didChange, as Neovim or VS Code would. `refuse_edits` makes it
+answer applied=false (the editor failed); `after_apply[uri]` runs right after the answer
+to that document's applyEdit went out (the person acting on an edit as soon as it lands).
+It advertises what those editors do: documentChanges with file creation, code action
+resolve for `edit`, work-done progress, inline completion and showMessageRequest.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import contextlib
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,7 @@ from lsp.text import apply_text_edits
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 SCRIPTED = "tests.lsp.scripted_backend:build"
+READ_ONLY = "the document is read-only"  # why TestEditor refuses an edit (refuse_edits)
 
 
 def server_env(home: Path, database_url: str, **extra: str) -> dict[str, str]:
@@ -73,6 +76,7 @@ class TestEditor:
     versions: dict[str, int] = field(default_factory=dict)
     applied: list[types.ApplyWorkspaceEditParams] = field(default_factory=list)
     refuse_edits: bool = False
+    after_apply: dict[str, Callable[[], None]] = field(default_factory=dict)
     initialized: types.InitializeResult | None = None
 
     def uri(self, path: str) -> str:
@@ -122,7 +126,7 @@ class TestEditor:
 
 @contextlib.asynccontextmanager
 async def lsp_session(
-    command: list[str], env: dict[str, str], root: Path
+    command: list[str], env: dict[str, str], root: Path, init_options: Any = None
 ) -> AsyncIterator[tuple[LanguageClient, TestEditor]]:
     config = ClientServerConfig(server_command=command, server_env=env)
     client: LanguageClient = await config.start()  # type: ignore[assignment]
@@ -132,8 +136,12 @@ async def lsp_session(
     def apply_edit(params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         editor.applied.append(params)
         if editor.refuse_edits:
-            return types.ApplyWorkspaceEditResult(False, failure_reason="the person said no")
+            return types.ApplyWorkspaceEditResult(False, failure_reason=READ_ONLY)
         editor.apply(params.edit)
+        for change in params.edit.document_changes or []:
+            then = editor.after_apply.pop(getattr(change, "text_document", change).uri, None)
+            if then is not None:  # call_soon: after this handler's answer is sent
+                asyncio.get_running_loop().call_soon(then)
         return types.ApplyWorkspaceEditResult(True)
 
     try:
@@ -144,6 +152,7 @@ async def lsp_session(
                     root_uri=from_fs_path(str(root)),
                     workspace_folders=[types.WorkspaceFolder(from_fs_path(str(root)), "root")],
                     client_info=types.ClientInfo("apprentice-tests"),
+                    initialization_options=init_options,
                 )
             ),
             timeout=120,

@@ -70,6 +70,6 @@ async def test_remote_mode_end_to_end(tmp_path: Path, agent_server: RunningServe
         assert editor.texts[uri] == FIXED
     stored = outcomes(pg_head_url)
     assert stored[completion_id] == [("shown", None, None), ("accepted", None, 5)]
-    # /v1/ws has no `applied` kind: an applied chat edit is stored as accepted, once.
+    # An applied chat edit is accepted, once (its follow-up comes after the 30 s default).
     assert [kind for kind, _, _ in stored[result["applied"][0]]] == ["accepted"]
     assert (root / "calc.py").read_text() == BUGGY

@@ -19,7 +19,7 @@ from sqlalchemy import select
 
 from feedback.db import make_engine, make_sessionmaker
 from feedback.models import Outcome, Suggestion
-from tests.lsp.client import PYTHON, SCRIPTED, lsp_session, server_env
+from tests.lsp.client import PYTHON, READ_ONLY, SCRIPTED, lsp_session, server_env
 from tests.lsp.scripted_backend import action, write_script
 
 SERVER = [PYTHON, "-m", "lsp"]
@@ -203,7 +203,7 @@ async def test_chat_applies_edits_with_progress(root: Path, tmp_path: Path, db_u
         kinds = [type(v).__name__ for vs in client.progress_reports.values() for v in vs]
         assert kinds[0] == "WorkDoneProgressBegin" and kinds[-1] == "WorkDoneProgressEnd"
         assert "WorkDoneProgressReport" in kinds
-        # A follow-up continues the session; this time the person refuses the edit.
+        # A follow-up continues the session; this time the editor fails to apply the edit.
         editor.refuse_edits = True
         again = await run_command(client, "apprentice.chat", "and make it subtract again")
         assert again["sessionId"] == result["sessionId"]
@@ -211,9 +211,10 @@ async def test_chat_applies_edits_with_progress(root: Path, tmp_path: Path, db_u
     assert not (root / "test_calc.py").exists()  # applied to the editor's buffers only
     stored = outcomes(db_url)
     for sid in result["applied"]:
-        assert stored[sid][0][0] == "applied"
+        assert stored[sid] == [("accepted", None, None)]  # the follow-up: after 30 s
     assert again["applied"] == [] and len(again["rejected"]) == 1
-    assert stored[again["rejected"][0]] == [("rejected", "the person said no", None)]
+    # The editor's failure, not the person's verdict: no label for the learner.
+    assert stored[again["rejected"][0]] == [("rejected", f"[editor] {READ_ONLY}", None)]
 
 
 async def test_chat_refused_edit_reaches_the_agent(root: Path, tmp_path: Path, sqlite_head_url):
@@ -225,4 +226,4 @@ async def test_chat_refused_edit_reaches_the_agent(root: Path, tmp_path: Path, s
         assert result["applied"] == [] and len(result["rejected"]) == 1
         assert editor.texts[uri] == BUGGY
     stored = outcomes(sqlite_head_url)
-    assert stored[result["rejected"][0]] == [("rejected", "the person said no", None)]
+    assert stored[result["rejected"][0]] == [("rejected", f"[editor] {READ_ONLY}", None)]
