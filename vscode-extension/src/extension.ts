@@ -1,5 +1,6 @@
 // The Apprentice VS Code extension's entry point: `activate` wires the log, the status bar,
-// the connection (with token lookup, reconnects and an optional local server), the chat view,
+// the connection (with token lookup, reconnects and an optional local server), the chat view
+// (its session id kept in the workspace state, so a restarted editor resumes it),
 // proposed-edit review, the workspace tools the agent calls, outcome follow-ups and inline
 // completions, and registers the commands; `deactivate` closes the connection, stops a server
 // it started and drops pending follow-up timers (nothing half-known is sent).
@@ -7,6 +8,7 @@ import * as vscode from "vscode";
 import { ToolError } from "./core/tools";
 import { OutcomeTracker } from "./core/outcomes";
 import { sendOutcome, type EditorHost } from "./core/session";
+import { SessionMemory } from "./core/sessionMemory";
 import { ChatController } from "./vscode/chatController";
 import { CHAT_VIEW_ID, ChatViewProvider } from "./vscode/chatView";
 import { CommandApprovals } from "./vscode/commandApproval";
@@ -78,7 +80,9 @@ export function activate(context: vscode.ExtensionContext): void {
   };
 
   // The chat and the reviewer know each other: decisions show on the card, card buttons decide.
-  const chat: ChatController = new ChatController(manager, host, () => reviewer, log, () => approvals.clear());
+  // The chat's session id is kept per workspace, so a restarted editor resumes that session.
+  const memory = new SessionMemory(context.workspaceState);
+  const chat: ChatController = new ChatController(manager, host, () => reviewer, log, () => approvals.clear(), memory);
   const reviewer: EditReviewer = new EditReviewer(
     log,
     (relPath) => tools.readFile(relPath),

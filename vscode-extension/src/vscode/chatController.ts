@@ -2,8 +2,14 @@
 // message, resumed after a reconnect), one turn at a time with the editor context attached,
 // session events rendered as chat messages, and the card buttons routed to the same
 // commands as the CodeLens. Every posted message is kept for replay into a re-created view.
+// The session id is remembered in the workspace state (core/sessionMemory.ts, core/
+// chatSessions.ts): after an editor restart the first connection resumes that session and the
+// chat shows its transcript; a session the server no longer has is replaced by a new one, and
+// the chat says so.
 import * as vscode from "vscode";
-import { AgentSession, type EditDecision, type EditorHost, type SessionEvent } from "../core/session";
+import { ChatSessions, type ChatOpened } from "../core/chatSessions";
+import type { AgentSession, CreateOptions, EditDecision, EditorHost, SessionEvent } from "../core/session";
+import { transcriptMessages, type SessionMemory } from "../core/sessionMemory";
 import { ServerError } from "../core/errors";
 import type { AgentConnection } from "../core/connection";
 import { Transcript, cardCommand, type FromWebview, type ToWebview } from "../core/chatMessages";
@@ -16,9 +22,7 @@ import { describeModel } from "./statusBar";
 import { workspaceRoot } from "./workspacePaths";
 
 export class ChatController implements ReviewListener, vscode.Disposable {
-  private session: AgentSession | undefined;
-  private sessionId: string | undefined; // kept across reconnects to resume
-  private offSession: (() => void) | undefined;
+  private readonly sessions: ChatSessions;
   private readonly transcript = new Transcript();
   private busy = false;
   private turnSeq = 0; // which send() owns `busy`
@@ -31,9 +35,12 @@ export class ChatController implements ReviewListener, vscode.Disposable {
     private readonly reviewer: () => EditReviewer,
     private readonly log: Log,
     private readonly onNewSession: () => void,
+    memory: SessionMemory, // the session id, kept across reconnects and editor restarts
   ) {
+    this.sessions = new ChatSessions(memory, host, createOptions, (opened) => this.opened(opened));
     this.disposables.push(
       manager.onDidChangeState(() => this.postConnection()),
+      manager.onDidConnect((conn) => void this.resumeOnConnect(conn)),
       manager.onDidDisconnect((conn) => this.connectionLost(conn)),
     );
   }
@@ -50,7 +57,7 @@ export class ChatController implements ReviewListener, vscode.Disposable {
   }
 
   get currentSession(): AgentSession | undefined {
-    return this.session;
+    return this.sessions.current;
   }
 
   handle(m: FromWebview): void {
@@ -84,7 +91,7 @@ export class ChatController implements ReviewListener, vscode.Disposable {
     const turn = ++this.turnSeq;
     let session: AgentSession | undefined;
     try {
-      session = await this.ensureSession(text);
+      session = await this.sessions.open(await this.manager.ensure(true), text);
       const context = currentEditorContext();
       await session.send(text, context);
     } catch (error) {
@@ -100,9 +107,10 @@ export class ChatController implements ReviewListener, vscode.Disposable {
   }
 
   cancel(): void {
-    if (!this.session || !this.busy) return;
+    const session = this.sessions.current;
+    if (!session || !this.busy) return;
     try {
-      this.session.cancel();
+      session.cancel();
       this.log.info("Asked the server to stop the turn.");
     } catch (error) {
       this.post({ type: "error", message: `Could not stop the turn: ${describeError(error)}` });
@@ -116,8 +124,7 @@ export class ChatController implements ReviewListener, vscode.Disposable {
       this.turnSeq++; // the running send() resolves into nothing once its session is dropped
       this.setBusy(false);
     }
-    this.dropSession();
-    this.sessionId = undefined;
+    await this.sessions.reset();
     this.reviewer().expire();
     this.onNewSession();
     this.post({ type: "reset" });
@@ -149,39 +156,32 @@ export class ChatController implements ReviewListener, vscode.Disposable {
   }
 
   dispose(): void {
-    this.dropSession();
+    this.sessions.dispose();
     for (const d of this.disposables) d.dispose();
   }
 
   // ---- internals -------------------------------------------------------------------------
 
-  private async ensureSession(firstText: string): Promise<AgentSession> {
-    const conn = await this.manager.ensure(true);
-    if (this.session && this.session.conn === conn && !conn.closed) return this.session;
-    this.dropSession();
-    let session: AgentSession | undefined;
-    if (this.sessionId) {
-      try {
-        session = await AgentSession.resume(conn, this.host, this.sessionId);
-        this.log.info(`Resumed session ${session.id}.`);
-      } catch (error) {
-        this.log.error(`Could not resume session ${this.sessionId}; starting a new one`, error);
-        this.post({ type: "info", text: `The previous session could not be resumed (${describeError(error)}); this is a new one.` });
-      }
+  /** A (re)connection: continue the remembered session now, so the chat shows its history. */
+  private async resumeOnConnect(conn: AgentConnection): Promise<void> {
+    try {
+      await this.sessions.connected(conn);
+    } catch (error) {
+      // The next message tries again (or makes a new session if the server refused this one).
+      this.log.error(`Could not resume session ${this.sessions.rememberedId ?? ""}`, error);
     }
-    if (!session) {
-      const folder = vscode.workspace.workspaceFolders?.[0];
-      session = await AgentSession.create(conn, this.host, {
-        mode: "interactive",
-        title: firstText.split("\n")[0].slice(0, 80),
-        workspace: folder?.name ?? workspaceRoot()?.fsPath,
-      });
-      this.log.info(`Created session ${session.id} (${describeModel(conn.welcome)}).`);
+  }
+
+  private opened({ session, resumed, notice, showHistory }: ChatOpened): () => void {
+    if (notice) {
+      this.log.warn(notice);
+      this.post({ type: "info", text: notice });
     }
-    this.session = session;
-    this.sessionId = session.id;
-    this.offSession = session.onEvent((e) => this.render(e));
-    return session;
+    const history = showHistory ? transcriptMessages(session.info.transcript ?? []) : [];
+    if (history.length) this.post({ type: "info", text: `Resumed chat session ${session.id.slice(0, 8)}:` });
+    for (const m of history) this.post(m);
+    this.log.info(resumed ? `Resumed session ${session.id}.` : `Created session ${session.id} (${describeModel(session.conn.welcome)}).`);
+    return session.onEvent((e) => this.render(e));
   }
 
   private render(e: SessionEvent): void {
@@ -238,16 +238,10 @@ export class ChatController implements ReviewListener, vscode.Disposable {
   }
 
   private connectionLost(conn: AgentConnection): void {
-    if (this.session?.conn !== conn) return;
-    this.reviewer().expire(this.session.id);
-    this.dropSession(); // sessionId stays: the next message resumes it on the new connection
-  }
-
-  private dropSession(): void {
-    this.offSession?.();
-    this.offSession = undefined;
-    this.session?.dispose();
-    this.session = undefined;
+    const session = this.sessions.current;
+    if (session?.conn !== conn) return;
+    this.reviewer().expire(session.id);
+    this.sessions.lost(conn); // the id stays remembered: the next connection resumes it
   }
 
   private setBusy(busy: boolean): void {
@@ -266,6 +260,16 @@ export class ChatController implements ReviewListener, vscode.Disposable {
     this.transcript.add(m);
     this.view?.post(m);
   }
+}
+
+/** A new session: interactive, titled after the first message, in the first workspace folder. */
+function createOptions(firstText: string): CreateOptions {
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  return {
+    mode: "interactive",
+    title: firstText.split("\n")[0].slice(0, 80),
+    workspace: folder?.name ?? workspaceRoot()?.fsPath,
+  };
 }
 
 function turnError(error: unknown): string {
