@@ -115,6 +115,8 @@ class ConfinedFS:
                 f"'{shown}' resolves outside the workspace (through a symlink); refused."
             )
         rel = os.path.relpath(real, self.root)
+        if rel == "." and not allow_root:  # e.g. a link to "." (tests/agent/test_workspace_fuzz.py)
+            raise NotAFile(f"'{shown}' is the workspace root; use list_dir to see its contents.")
         return () if rel == "." else tuple(rel.split(os.sep))
 
     # -- descriptors ---------------------------------------------------------------------------

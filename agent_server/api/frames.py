@@ -3,7 +3,8 @@
 Every failure is classified (bad_json, bad_message, unknown_type, invalid_message,
 frame_too_large, binary_frame) and carries the frame's `id` when one can be read, so the
 client can match the error to what it sent. Never raises anything else, whatever the bytes:
-tests/api/test_fuzz.py throws thousands of random frames at it through a real server.
+tests/api/test_bad_input.py and test_fuzz_ws.py throw thousands of random frames at it
+through a real server.
 """
 
 from __future__ import annotations

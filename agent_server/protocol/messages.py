@@ -27,7 +27,7 @@ from pydantic import Field, TypeAdapter
 
 # The parts messages are built from and the server's messages; re-exported (`X as X`) so
 # users import one module.
-from agent_server.protocol.parts import _ID, _PATH, _TEXT, _Message
+from agent_server.protocol.parts import _ID, _NO_NUL, _PATH, _TEXT, _Message
 from agent_server.protocol.parts import MAX_FRAME_BYTES as MAX_FRAME_BYTES
 from agent_server.protocol.parts import PROTOCOL_VERSION as PROTOCOL_VERSION
 from agent_server.protocol.parts import Diagnostic as Diagnostic
@@ -61,7 +61,7 @@ class Hello(_Message):
 
     type: Literal["hello"] = "hello"
     protocol_version: int = Field(description=f"Must equal {PROTOCOL_VERSION}.")
-    client: Annotated[str, Field(max_length=128)] = Field(
+    client: Annotated[str, Field(max_length=128), _NO_NUL] = Field(
         default="", description="Client name/version, for the logs."
     )
 
@@ -74,8 +74,8 @@ class SessionCreate(_Message):
         default="interactive",
         description="interactive: edits and commands wait for the person's decision.",
     )
-    title: Annotated[str, Field(max_length=256)] = ""
-    workspace: Annotated[str, Field(max_length=4096)] = Field(
+    title: Annotated[str, Field(max_length=256), _NO_NUL] = ""
+    workspace: Annotated[str, Field(max_length=4096), _NO_NUL] = Field(
         default="", description="Name or root of the editor's workspace, for display."
     )
 
@@ -129,7 +129,7 @@ class EditOutcome(_Message):
     outcome: EditorOutcomeKind
     client_event_id: _ID
     client_time: datetime | None = None
-    reason: Annotated[str, Field(max_length=8192)] | None = Field(
+    reason: Annotated[str, Field(max_length=8192), _NO_NUL] | None = Field(
         default=None,
         description="Why it was rejected (reaches the model). A reason starting with "
         "'[editor] ' means the editor answered for the person because it could not show the "
@@ -139,7 +139,9 @@ class EditOutcome(_Message):
         default=None, max_length=10000, description="For partially_accepted: Hunk.index values."
     )
     accepted_length: int | None = Field(default=None, ge=0, description="Accepted characters.")
-    final_text: _TEXT | None = Field(default=None, description="Text after the person's edit.")
+    final_text: Annotated[_TEXT, _NO_NUL] | None = Field(
+        default=None, description="Text after the person's edit."
+    )
 
 
 class CommandApprovalResponse(_Message):

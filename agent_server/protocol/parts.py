@@ -9,14 +9,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-_ID = Annotated[str, Field(min_length=1, max_length=128)]
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL (U+0000)")
+    return value
+
+
+# Ids, names and paths end up in PostgreSQL text columns or lookups, which cannot hold U+0000
+# (the driver fails: an `internal` error); with this they get `invalid_message` instead.
+# tests/api/test_fuzz_ws.py found it. No JSON Schema change: it only validates.
+_NO_NUL = AfterValidator(_no_nul)
+_ID = Annotated[str, Field(min_length=1, max_length=128), _NO_NUL]
 _TEXT = Annotated[str, Field(max_length=512 * 1024)]
-_PATH = Annotated[str, Field(max_length=4096)]
+_PATH = Annotated[str, Field(max_length=4096), _NO_NUL]
 
 PROTOCOL_VERSION = 1
 MAX_FRAME_BYTES = 1024 * 1024  # larger frames get an `error` (frame_too_large)
+# A frame announcing more closes the connection (1009) from its header, never buffered.
+HARD_MAX_FRAME_BYTES = 4 * 1024 * 1024
 
 
 def _require_type(schema: dict[str, Any]) -> None:

@@ -22,15 +22,16 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from agent_server.api.deps import DbDep, ServicesDep, require_admin
+from agent_server.api.deps import DbDep, DbInt, DbText, ServicesDep, require_admin
 from agent_server.models.base import ModelError
 from agent_server.models.deployments import deployment_backend, load_and_check, rollback_to
 from feedback.db import transaction
+from feedback.models import AdapterStatus
 from feedback.queries import (
     adapter_name,
     create_run,
@@ -120,11 +121,11 @@ class TriggerIn(BaseModel):
 
 class RollbackIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    version: int | None | Literal["previous"] = Field(
+    version: DbInt | None | Literal["previous"] = Field(
         default="previous",
         description="A published version, null for the base model, or the previous one.",
     )
-    reason: str = Field(default="rollback from the admin API", max_length=2000)
+    reason: DbText = Field(default="rollback from the admin API", max_length=2000)
 
 
 @router.get("/runs")
@@ -133,7 +134,7 @@ def runs(db: DbDep, limit: int = Query(default=50, ge=1, le=500)) -> list[RunOut
 
 
 @router.get("/runs/{run_id}")
-def run(run_id: int, db: DbDep) -> RunDetail:
+def run(run_id: DbInt, db: DbDep) -> RunDetail:
     row = get_run(db, run_id=run_id)
     if row is None:
         raise HTTPException(404, detail=f"no learner run {run_id}")
@@ -156,14 +157,14 @@ def trigger(body: TriggerIn, services: ServicesDep) -> RunOut:
 
 @router.get("/adapters")
 def adapters(
-    db: DbDep, status_: str | None = Query(default=None, alias="status")
+    db: DbDep, status_: Annotated[AdapterStatus | None, Query(alias="status")] = None
 ) -> list[AdapterOut]:
     return [AdapterOut.model_validate(a) for a in list_adapters(db, status=status_)]
 
 
 @router.get("/deployments")
 def deployments(
-    db: DbDep, backend: str | None = None, limit: int = Query(default=50, ge=1, le=500)
+    db: DbDep, backend: DbText | None = None, limit: int = Query(default=50, ge=1, le=500)
 ) -> list[DeploymentOut]:
     return [
         DeploymentOut.model_validate(d) for d in list_deployments(db, backend=backend, limit=limit)

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
-from agent_server.api.deps import DbDep, require_admin
+from agent_server.api.deps import DbDep, DbInt, DbText, require_admin
 from feedback.models import SessionEvent, TaskRollout
 from feedback.queries import list_runs
 
@@ -116,7 +116,7 @@ def solve_rates(db: DbDep, limit: int = Query(default=200, ge=1, le=1000)) -> li
 
 
 @router.get("/runs/{run_id}/rollouts")
-def run_rollouts(run_id: int, db: DbDep) -> list[RolloutOut]:
+def run_rollouts(run_id: DbInt, db: DbDep) -> list[RolloutOut]:
     rows = db.scalars(
         select(TaskRollout).where(TaskRollout.run_id == run_id).order_by(TaskRollout.created_at)
     )
@@ -124,7 +124,7 @@ def run_rollouts(run_id: int, db: DbDep) -> list[RolloutOut]:
 
 
 @router.get("/rollouts/{rollout_id}")
-def rollout(rollout_id: str, db: DbDep) -> RolloutDetail:
+def rollout(rollout_id: DbText, db: DbDep) -> RolloutDetail:
     row = db.get(TaskRollout, rollout_id)
     if row is None:
         raise HTTPException(404, detail=f"no rollout {rollout_id!r}")

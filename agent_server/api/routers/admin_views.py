@@ -23,7 +23,7 @@ from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from agent_server.api.deps import DbDep, ServicesDep, require_admin
+from agent_server.api.deps import DbDep, DbInt, DbText, ServicesDep, require_admin
 from agent_server.api.routers.admin import RunDetail
 from feedback.queries import get_run
 from feedback.queries.stats import LANGUAGES, outcome_series
@@ -80,11 +80,16 @@ def outcomes(
     until: Annotated[dt.datetime | None, Query(description="Default: now.")] = None,
     bucket_s: int = Query(default=86400, ge=60, le=366 * 86400),
     language: str | None = Query(default=None, description="A name from `languages`."),
-    user: str | None = Query(default=None, description="A name from `users`: their outcomes."),
+    user: Annotated[
+        DbText | None, Query(description="A name from `users`: their outcomes.")
+    ] = None,
 ) -> OutcomeSeries:
     """Outcomes by time bucket, adapter, suggestion kind and outcome kind, counted in SQL."""
-    until = _aware(until) if until else dt.datetime.now(dt.UTC)
-    since = _aware(since) if since else until - dt.timedelta(days=30)
+    try:  # near year 1 or 9999, the default `since` or the shift to UTC leave datetime's range
+        until = _aware(until) if until else dt.datetime.now(dt.UTC)
+        since = _aware(since) if since else until - dt.timedelta(days=30)
+    except OverflowError:
+        raise HTTPException(422, detail="`since` / `until` out of range") from None
     if since >= until:
         raise HTTPException(422, detail="`since` must be before `until`")
     if (until - since).total_seconds() / bucket_s > MAX_BUCKETS:
@@ -108,7 +113,9 @@ def outcomes(
 
 
 def _aware(value: dt.datetime) -> dt.datetime:
-    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    value = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    value.astimezone(dt.UTC)  # OverflowError when UTC leaves years 1-9999 (the driver fails)
+    return value
 
 
 @router.get(
@@ -116,7 +123,7 @@ def _aware(value: dt.datetime) -> dt.datetime:
     response_class=StreamingResponse,
     responses={200: {"content": {"text/event-stream": {}}, "description": "RunDetail events"}},
 )
-async def run_events(run_id: int, request: Request, services: ServicesDep) -> StreamingResponse:
+async def run_events(run_id: DbInt, request: Request, services: ServicesDep) -> StreamingResponse:
     """The run as server-sent events (`event: run`, data: a RunDetail) whenever it changes."""
 
     def read() -> tuple[str, str] | None:

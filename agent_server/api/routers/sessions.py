@@ -12,7 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel
 
-from agent_server.api.deps import DbDep, PrincipalDep, require_token
+from agent_server.api.deps import DbDep, DbText, PrincipalDep, require_token
+from feedback.models import SessionStatus
 from feedback.queries.sessions import get_session, list_events, list_sessions
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"], dependencies=[Depends(require_token)])
@@ -56,7 +57,7 @@ def _visible(db: Any, session_id: str, who: Any) -> Any:
 def sessions(
     db: DbDep,
     who: PrincipalDep,
-    status: str | None = None,
+    status: SessionStatus | None = None,
     limit: int = Query(default=50, ge=1, le=500),
 ) -> list[SessionOut]:
     """Most recently active first."""
@@ -65,13 +66,13 @@ def sessions(
 
 
 @router.get("/{session_id}")
-def session(session_id: str, db: DbDep, who: PrincipalDep) -> SessionOut:
+def session(session_id: DbText, db: DbDep, who: PrincipalDep) -> SessionOut:
     return _session_out(_visible(db, session_id, who))
 
 
 @router.get("/{session_id}/events")
 def events(
-    session_id: str,
+    session_id: DbText,
     db: DbDep,
     who: PrincipalDep,
     since_seq: int = Query(default=0, ge=0),
