@@ -54,14 +54,18 @@ def serve(port: int, home: str, database_url: str, replies: int) -> None:
     import uvicorn
 
     from agent_server.agent.scripted import ScriptedModel
-    from agent_server.api.config import UVICORN_WS_MAX_SIZE
+    from agent_server.api.config import UVICORN_WS_MAX_SIZE, ApiConfig
     from agent_server.api.main import create_app
     from ground.settings import Settings
 
     settings = Settings(home=Path(home), database_url=database_url, token=TOKEN,
                         log_level="WARNING")  # fmt: skip
     model = ScriptedModel([policy] * replies, context_window=65536)
-    app = create_app(settings, backend=model)
+    # Every session shares one token here: per-token limits off (they guard a real server
+    # from one person's runaway client; this measures the server's own capacity).
+    limits_off = ApiConfig(max_connections_per_token=1_000_000, messages_per_s=1e9,
+                           message_burst=10**9)  # fmt: skip
+    app = create_app(settings, backend=model, config=limits_off)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning",
                 ws_max_size=UVICORN_WS_MAX_SIZE, ws_per_message_deflate=False)  # fmt: skip
 

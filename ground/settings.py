@@ -134,6 +134,21 @@ class Settings(BaseSettings):
         description="Browser Origins allowed on the WebSocket (fnmatch patterns). Clients that "
         "send no Origin (editors, CLI) are allowed; any other browser Origin is refused.",
     )
+    ws_max_connections_per_token: int = Field(
+        default=32,
+        ge=1,
+        description="Open WebSocket connections one token (one person) may hold; one more "
+        "reads `too_many_connections` and is closed.",
+    )
+    ws_messages_per_s: float = Field(
+        default=100.0,
+        gt=0,
+        description="Client messages per second one token may send over its WebSockets, after "
+        "a burst of ws_message_burst; beyond, a message is answered `rate_limited`.",
+    )
+    ws_message_burst: int = Field(
+        default=400, ge=1, description="Messages one token may send at once (see above)."
+    )
     learner_interval_s: int = Field(
         default=600,
         ge=0,

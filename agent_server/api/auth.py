@@ -43,6 +43,11 @@ class Principal:
     name: str
     admin: bool = False
 
+    @property
+    def key(self) -> str:
+        """What per-token limits count by: one person, or one shared token."""
+        return f"user:{self.user_id}" if self.user_id is not None else f"token:{self.name}"
+
 
 SHARED = Principal(None, "default")
 ADMIN = Principal(None, "admin", admin=True)

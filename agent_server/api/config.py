@@ -10,12 +10,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent_server.protocol.messages import MAX_FRAME_BYTES
+from agent_server.protocol.parts import HARD_MAX_FRAME_BYTES, MAX_FRAME_BYTES
 from ground.settings import Settings
 
-# uvicorn closes the connection (code 1009) above its own ws_max_size; below that our limit
-# answers with a typed error and the connection stays open. Keep ours smaller.
-UVICORN_WS_MAX_SIZE = 16 * 1024 * 1024
+# uvicorn closes the connection (code 1009) above its own ws_max_size, as soon as a frame's
+# header announces more (nothing of it is buffered); below that our limit answers with a typed
+# error and the connection stays open. Keep ours smaller; 4 MiB bounds what one connection
+# can make the server hold.
+UVICORN_WS_MAX_SIZE = HARD_MAX_FRAME_BYTES
 
 
 class ApiConfig(BaseModel):
@@ -52,6 +54,21 @@ class ApiConfig(BaseModel):
         description="A SummarizerConfig for every session; None: the summarizer's defaults.",
     )
     server_name: str = Field(default="apprentice", description="Sent in `welcome`.")
+    max_connections_per_token: int = Field(
+        default=32,
+        ge=1,
+        description="Open WebSocket connections one token (one person) may hold; one more "
+        "gets `too_many_connections` and is closed.",
+    )
+    messages_per_s: float = Field(
+        default=100.0, gt=0, description="Sustained client messages per second per token."
+    )
+    message_burst: int = Field(
+        default=400,
+        ge=1,
+        description="Messages a token may send at once before `messages_per_s` applies; "
+        "beyond, a message gets `rate_limited` and is not handled.",
+    )
 
     @field_validator("max_frame_bytes")
     @classmethod
@@ -67,4 +84,9 @@ class ApiConfig(BaseModel):
     def from_settings(cls, settings: Settings, **overrides: Any) -> ApiConfig:
         from ground import __version__
 
-        return cls(server_name=f"apprentice/{__version__}", **overrides)
+        limits = {
+            "max_connections_per_token": settings.ws_max_connections_per_token,
+            "messages_per_s": settings.ws_messages_per_s,
+            "message_burst": settings.ws_message_burst,
+        }
+        return cls(server_name=f"apprentice/{__version__}", **(limits | overrides))

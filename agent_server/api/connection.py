@@ -33,6 +33,7 @@ from agent_server.models.base import BackendUnavailable, ModelError
 from agent_server.protocol import messages as p
 from agent_server.protocol.errors import ApiError, ErrorCode
 from agent_server.session.completion import InlineRequest, complete_inline
+from agent_server.session.store import SuggestionInfo
 from feedback.queries.suggestions import OutcomeConflict, UnknownSuggestion
 from feedback.vocab import DECISION_KINDS
 
@@ -133,9 +134,18 @@ class Connection:
         frame_id: str | None = None
         session_id: str | None = None
         kind, started = "invalid", time.perf_counter()
+        # Every frame counts against the token's rate, well-formed or not; a refused one is
+        # still parsed (bounded by max_frame_bytes) so that its error can echo its id.
+        allowed = self.services.limits.allow(self.principal.key)
         try:
             msg = parse_frame(text, data, max_bytes=self.services.config.max_frame_bytes)
             frame_id, session_id, kind = msg.id, getattr(msg, "session_id", None), msg.type
+            if not allowed:
+                raise ApiError(
+                    ErrorCode.RATE_LIMITED,
+                    f"more than {self.services.config.messages_per_s:g} "
+                    "messages/s on this token: this one was not handled; resend it later",
+                )
             if not self.greeted and not isinstance(msg, p.Hello | p.Ping):
                 raise ApiError(ErrorCode.HELLO_REQUIRED, "send hello first")
             await HANDLERS[type(msg)](self, msg)
@@ -255,14 +265,19 @@ async def on_completion_request(conn: Connection, msg: p.CompletionRequest) -> N
 
 async def on_edit_outcome(conn: Connection, msg: p.EditOutcome) -> None:
     services = conn.services
-    found = await services.store.suggestion_info(msg.suggestion_id)
-    # Another person's suggestion is answered like a missing one: ids do not leak whose.
-    if found is None or found.user_id != conn.user_id:
-        raise ApiError(ErrorCode.SUGGESTION_NOT_FOUND, f"no suggestion {msg.suggestion_id!r}")
-    session_id = found.session_id
-    live = services.sessions.live.get(session_id) if session_id else None
-    if live is not None and live.conn is not conn:
-        raise ApiError(ErrorCode.SESSION_NOT_OWNED, "the suggestion's session is open elsewhere")
+
+    def admit(found: SuggestionInfo) -> ApiError | None:
+        """Checked in the write's own transaction (a worker thread: reads only)."""
+        # Another person's suggestion is answered like a missing one: ids do not leak whose.
+        if found.user_id != conn.user_id:
+            return ApiError(ErrorCode.SUGGESTION_NOT_FOUND, f"no suggestion {msg.suggestion_id!r}")
+        live = services.sessions.live.get(found.session_id) if found.session_id else None
+        if live is not None and live.conn is not conn:
+            return ApiError(
+                ErrorCode.SESSION_NOT_OWNED, "the suggestion's session is open elsewhere"
+            )
+        return None
+
     client_time = msg.client_time
     if client_time is not None and client_time.tzinfo is None:
         client_time = client_time.replace(tzinfo=dt.UTC)  # the protocol's times are UTC
@@ -272,12 +287,14 @@ async def on_edit_outcome(conn: Connection, msg: p.EditOutcome) -> None:
             client_event_id=msg.client_event_id, accepted_part=msg.accepted_hunks,
             accepted_length=msg.accepted_length, reason=msg.reason,
             final_text=msg.final_text, client_time=client_time, user_id=conn.user_id,
+            admit=admit,
         )  # fmt: skip
     except OutcomeConflict as exc:
         raise ApiError(ErrorCode.OUTCOME_CONFLICT, str(exc)) from None
     except UnknownSuggestion:
         raise ApiError(ErrorCode.SUGGESTION_NOT_FOUND, msg.suggestion_id) from None
-    if not stored.duplicate:
+    found = stored.suggestion
+    if not stored.duplicate and found is not None:
         services.metrics.outcomes.labels(
             msg.outcome, found.kind, adapter_label(found.adapter_version)
         ).inc()

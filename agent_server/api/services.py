@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agent_server.api.auth import AuthConfig
 from agent_server.api.config import ApiConfig
+from agent_server.api.limits import TokenLimits
 from agent_server.api.metrics import ServerMetrics
 from agent_server.api.sessions import SessionManager
 from agent_server.models.base import ModelBackend
@@ -39,6 +40,7 @@ class Services:
     sessions: SessionManager
     owns_backend: bool
     metrics: ServerMetrics
+    limits: TokenLimits
 
     async def aclose(self) -> None:
         for live in list(self.sessions.live.values()):
@@ -80,4 +82,9 @@ def start_services(
         sessions=sessions,
         owns_backend=owns,
         metrics=metrics,
+        limits=TokenLimits(
+            max_connections=config.max_connections_per_token,
+            messages_per_s=config.messages_per_s,
+            burst=config.message_burst,
+        ),
     )

@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from agent_server.protocol import messages as p
 from agent_server.protocol.errors import ErrorCode
+from agent_server.protocol.parts import HARD_MAX_FRAME_BYTES
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 MD_PATH = DOCS / "protocol.md"
@@ -30,15 +31,23 @@ do not edit by hand. The JSON Schema of every message is in `protocol.schema.jso
 - URL: `ws://HOST:PORT/v1/ws`.
 - Token: `Authorization: Bearer <token>` on the handshake (the VS Code extension and the CLI
   run outside a browser and set it), or `?token=<token>` in the URL for clients that cannot set
-  headers. The token is in `$APPRENTICE_HOME/token` unless `APPRENTICE_TOKEN` is set. A missing
-  or wrong token, or a browser `Origin` not in `allowed_origins`, is refused before the
-  connection opens (HTTP 403 on the handshake).
-- Frames: JSON text objects with a `type`, at most {max_frame} bytes. The client sends `hello`
-  first and gets `welcome`.
+  headers. The token is the shared one (`$APPRENTICE_HOME/token` unless `APPRENTICE_TOKEN` is
+  set) or a person's own (`apprentice users add NAME`). A missing, wrong or revoked token, or a
+  browser `Origin` not in `allowed_origins`, is refused before the connection opens (HTTP 403
+  on the handshake).
+- Frames: JSON text objects with a `type`, at most {max_frame} bytes (larger: a
+  `frame_too_large` error; a frame announcing more than {hard_max} bytes closes the connection
+  with 1009 as soon as its header arrives). The client sends `hello` first and gets `welcome`.
+- Limits per token: at most `max_connections_per_token` open connections (one more reads
+  `too_many_connections` and is closed with 1013) and `messages_per_s` messages per second
+  after a burst of `message_burst` (beyond: `rate_limited`, echoing the id; the message was not
+  handled, resend it).
 - Any client message may carry `id` (a string); replies to it echo the `id`, and so does every
-  message of a turn started by `user.message`.
-- Sessions belong to the connection that created or resumed them; they are stored in the
-  feedback database and can be resumed after a reconnect or a server restart.
+  message of a turn started by `user.message`. Ids, names, paths, titles and outcome texts
+  must not contain NUL (U+0000): such a message gets `invalid_message`.
+- Sessions belong to the connection that created or resumed them, and to the person whose
+  token made them (only they can resume them); they are stored in the feedback database and
+  can be resumed after a reconnect or a server restart.
 - Every suggestion (`edit.proposed`, `completion.suggestion`) is stored before it is sent;
   every `edit.outcome` is stored before `outcome.ack` is sent; repeating a `client_event_id`
   stores nothing new and is acknowledged again (`duplicate: true`).
@@ -131,7 +140,12 @@ def _shared_section() -> list[str]:
 
 def render_markdown() -> str:
     codes = "\n".join(f"| `{c.value}` | {c.meaning} |" for c in ErrorCode)
-    text = _INTRO.format(version=p.PROTOCOL_VERSION, max_frame=p.MAX_FRAME_BYTES, codes=codes)
+    text = _INTRO.format(
+        version=p.PROTOCOL_VERSION,
+        max_frame=p.MAX_FRAME_BYTES,
+        hard_max=HARD_MAX_FRAME_BYTES,
+        codes=codes,
+    )
     lines = [text]
     lines += _section("Client to server", p.CLIENT_MESSAGES)
     lines += _section("Server to client", p.SERVER_MESSAGES)
@@ -167,3 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     for path, text in wanted.items():
         path.write_text(text)
         print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -33,6 +33,14 @@ class ErrorCode(StrEnum):
         "outcome_conflict",
         "This client_event_id was stored for another suggestion or outcome; use a new id.",
     )
+    RATE_LIMITED = (
+        "rate_limited",
+        "Too many messages per second on this token; the message was not handled: resend it later.",
+    )
+    TOO_MANY_CONNECTIONS = (
+        "too_many_connections",
+        "This token has the most open connections allowed; the new one is closed (1013).",
+    )
     MODEL_UNAVAILABLE = "model_unavailable", "The model backend cannot be reached."
     MODEL_ERROR = "model_error", "The model backend failed."
     INTERNAL = "internal", "An unexpected server error (see the server log)."

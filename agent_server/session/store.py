@@ -1,7 +1,9 @@
 """`Store`: the session layer's async face on the feedback database.
 
 Each method runs one short transaction of `feedback.queries` functions in a worker thread,
-so the event loop never waits on the database. The agent's trajectory `Event`s are stored
+so the event loop never waits on the database; outcomes are group-committed, many editors'
+in one transaction (batches.py), and what an outcome needs to know of its suggestion
+is remembered from when the suggestion was written. The agent's trajectory `Event`s are stored
 whole in `session_events.payload` (kind mapped onto the table's coarser kinds), which is
 what `load_events` rebuilds a session from. Nothing to run; tests/api/ exercise it.
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import select
@@ -19,10 +21,13 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from agent_server.agent.events import Event
 from agent_server.models.base import Completion, Sampling
+from agent_server.session.batches import Batched
 from feedback.db import transaction
-from feedback.models import AgentSession, Outcome
+from feedback.models import AgentSession, Suggestion
 from feedback.queries import sessions as q_sessions
 from feedback.queries import suggestions as q_suggestions
+from feedback.queries.outcomes_batch import record_outcomes
+from feedback.queries.suggestions import UnknownSuggestion
 from feedback.vocab import adapter_version
 
 T = TypeVar("T")
@@ -59,12 +64,6 @@ class SessionRow:
 
 
 @dataclasses.dataclass(frozen=True)
-class StoredOutcome:
-    id: int
-    duplicate: bool  # the client_event_id was stored before this call
-
-
-@dataclasses.dataclass(frozen=True)
 class SuggestionInfo:
     session_id: str | None
     kind: str  # "completion" | "edit" | ...
@@ -72,9 +71,22 @@ class SuggestionInfo:
     user_id: int | None = None  # whose it is; None: the shared token's
 
 
+# Decides, given what is stored of its suggestion, whether an outcome may be written: None,
+# or the exception its writer gets instead (another person's suggestion, another session's).
+Admit = Callable[[SuggestionInfo], BaseException | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredOutcome:
+    id: int
+    duplicate: bool  # the client_event_id was stored before this call
+    suggestion: SuggestionInfo | None = None  # what was known of its suggestion
+
+
 class Store:
     def __init__(self, factory: sessionmaker[Session]) -> None:
         self._factory = factory
+        self.outcomes = Batched(factory, _record_outcomes)
 
     async def _run(self, fn: Callable[[Session], T]) -> T:
         def work() -> T:
@@ -176,31 +188,56 @@ class Store:
 
         await self._run(fn)
 
-    async def suggestion_info(self, suggestion_id: str) -> SuggestionInfo | None:
-        """The suggestion's session, kind and adapter; None when there is no such suggestion."""
-
-        def fn(db: Session) -> SuggestionInfo | None:
-            row = q_suggestions.get_suggestion(db, suggestion_id=suggestion_id)
-            if row is None:
-                return None
-            return SuggestionInfo(row.session_id, row.kind, row.adapter_version, row.user_id)
-
-        return await self._run(fn)
-
-    async def record_outcome(self, **fields: Any) -> StoredOutcome:
-        """Idempotent on client_event_id (see feedback.queries.suggestions.record_outcome).
+    async def record_outcome(self, *, admit: Admit | None = None, **fields: Any) -> StoredOutcome:
+        """Idempotent on client_event_id (see feedback.queries.suggestions.record_outcome),
+        committed when it returns; written with whatever other outcomes are waiting, in one
+        transaction (batches.py). `admit(suggestion)` may refuse it first, in that
+        transaction, by returning the exception to raise (whose suggestion it is, which
+        session). UnknownSuggestion / OutcomeConflict as record_outcome raises them.
 
         `duplicate` is informational: two connections racing on one new id may both see
         False, but only one row is ever stored.
         """
-        event_id = fields["client_event_id"]
+        return await self.outcomes.call((fields, admit))
 
-        def fn(db: Session) -> StoredOutcome:
-            seen = db.scalar(select(Outcome.id).where(Outcome.client_event_id == event_id))
-            row = q_suggestions.record_outcome(db, **fields)
-            return StoredOutcome(row.id, seen is not None)
 
-        return await self._run(fn)
+def _record_outcomes(
+    db: Session, items: Sequence[tuple[dict[str, Any], Admit | None]]
+) -> list[StoredOutcome | BaseException]:
+    """A batch of outcomes: their suggestions read in one query, each admitted or refused,
+    the admitted written together (feedback/queries/outcomes_batch.py)."""
+    infos = _suggestion_infos(db, [fields["suggestion_id"] for fields, _ in items])
+    results: list[StoredOutcome | BaseException | None] = [None] * len(items)
+    admitted: list[int] = []
+    for i, ((fields, admit), info) in enumerate(zip(items, infos, strict=True)):
+        refusal = UnknownSuggestion(fields["suggestion_id"]) if info is None else None
+        if refusal is None and admit is not None and info is not None:
+            refusal = admit(info)
+        if refusal is None:
+            admitted.append(i)
+        else:
+            results[i] = refusal
+    known = {items[i][0]["suggestion_id"] for i in admitted}
+    stored = record_outcomes(db, [items[i][0] for i in admitted], known=known)
+    for i, row in zip(admitted, stored, strict=True):
+        results[i] = (
+            row
+            if isinstance(row, BaseException)
+            else (StoredOutcome(row.id, row.duplicate, infos[i]))
+        )
+    return [r for r in results if r is not None]
+
+
+def _suggestion_infos(db: Session, ids: Sequence[str]) -> list[SuggestionInfo | None]:
+    """What outcomes need to know of their suggestions, for a batch of them: these columns
+    only (the whole row would decode its prompt and token ids too)."""
+    query = select(Suggestion.id, Suggestion.session_id, Suggestion.kind,
+                   Suggestion.adapter_version, Suggestion.user_id)  # fmt: skip
+    found = {
+        row.id: SuggestionInfo(row.session_id, row.kind, row.adapter_version, row.user_id)
+        for row in db.connection().execute(query.where(Suggestion.id.in_(set(ids))))
+    }
+    return [found.get(i) for i in ids]
 
 
 def _token_count(event: Event) -> int | None:

@@ -18,6 +18,7 @@ import pytest
 
 from agent_server.agent.scripted import ScriptedModel
 from agent_server.agent.workspace import LocalWorkspace
+from agent_server.api.config import ApiConfig
 from agent_server.protocol import messages as p
 from agent_server.protocol.client import ProtocolClient
 from agent_server.protocol.errors import ErrorCode
@@ -44,7 +45,10 @@ async def _reply(client: ProtocolClient, frame: str | bytes) -> list[Any]:
 @pytest.fixture
 def server(api_settings, serve):
     outputs = [json.dumps({"thought": "t", "tool": "finish", "args": {"message": "all good"}})]
-    return serve(api_settings, backend=ScriptedModel(outputs))
+    # Rate limits off: this file fires thousands of frames to test what handling each does;
+    # the limits themselves are tests/api/test_limits.py's.
+    config = ApiConfig(messages_per_s=1e6, message_burst=10**6)
+    return serve(api_settings, backend=ScriptedModel(outputs), config=config)
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.postgres
 
 
 class BrokenStore(Store):
-    """The real store, except that writing a suggestion or reading one raises, as a bug or a
+    """The real store, except that writing a suggestion or an outcome raises, as a bug or a
     lost database would."""
 
     def __init__(self, real: Store) -> None:
@@ -38,8 +38,8 @@ class BrokenStore(Store):
     async def record_suggestion(self, **fields: Any) -> None:
         raise RuntimeError("the store broke while writing a suggestion")
 
-    async def suggestion_info(self, suggestion_id: str) -> Any:
-        raise RuntimeError("the store broke while reading a suggestion")
+    async def record_outcome(self, **fields: Any) -> Any:
+        raise RuntimeError("the store broke while writing an outcome")
 
 
 def _completion(request_id: str) -> p.CompletionRequest:
@@ -68,7 +68,7 @@ async def test_a_failing_completion_is_answered_and_the_connection_keeps_serving
     logged = [r for r in caplog.records if "req-broken" in r.getMessage()]
     assert len(logged) == 1 and logged[0].exc_info is not None
 
-    # A handler that raises on the read loop itself (edit.outcome reads the suggestion).
+    # A handler that raises on the read loop itself (edit.outcome writes in it).
     outcome = p.EditOutcome(
         id="req-outcome", suggestion_id="s-1", outcome="accepted", client_event_id="e-1"
     )

@@ -115,3 +115,28 @@ async def test_a_backend_failure_is_a_model_error_and_stores_nothing(
         await complete_inline(ScriptedModel([]), Store(db), REQUEST, temperature=0.2)
     with db() as s:
         assert s.scalars(select(Suggestion)).all() == []
+
+
+async def test_a_suggestion_in_a_session_belongs_to_the_sessions_user(
+    db: sessionmaker[Session],
+) -> None:
+    """An agent's edit is stored with its session only (the sink knows no user): the row
+    takes the session's user, so a person's edits are theirs as their completions are."""
+    from feedback.queries.users import add_user
+
+    with db.begin() as s:
+        ada, _ = add_user(s, "ada")
+        ada_id = ada.id
+    store = Store(db)
+    session = await store.create_session(
+        mode="interactive", title="t", workspace="", client="test", owner="c1", user_id=ada_id
+    )
+    assert session.user_id == ada_id
+    model = ScriptedModel(["x", "y"])
+    inherited = await complete_inline(
+        model, store, dataclasses.replace(REQUEST, session_id=session.id), temperature=0.2
+    )
+    alone = await complete_inline(model, store, REQUEST, temperature=0.2)
+    with db() as s:
+        assert s.get(Suggestion, inherited.suggestion_id).user_id == ada_id
+        assert s.get(Suggestion, alone.suggestion_id).user_id is None
