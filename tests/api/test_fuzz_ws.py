@@ -329,7 +329,8 @@ def test_fuzzed_frames_are_answered_and_nothing_breaks(server, fuzz, tmp_path) -
     for code in ("bad_json", "binary_frame", "invalid_message", "unknown_type", "frame_too_large",
                  "hello_required", "session_not_found", "unknown_request"):  # fmt: skip
         assert fuzz.codes[code] > 0, code
-    assert all(fuzz.kinds[k] > 0 for k in ("session.info", "outcome.ack", "turn.done"))
+    # Handlers replied, not only errors (turns vary with timing; the client below runs one).
+    assert all(fuzz.kinds[k] > 0 for k in ("session.info", "completion.suggestion"))
     for conn in (ws, other):
         assert conn.ping().wait(5)  # still open after everything
         conn.close()
