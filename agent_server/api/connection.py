@@ -52,13 +52,17 @@ class Connection:
         self.id = f"conn-{uuid.uuid4().hex[:16]}"
         self.ws, self.services = ws, services
         self.principal = principal
-        self.user_id = principal.user_id  # what its sessions, suggestions and outcomes record
         self.client = ""
         self.greeted = self.closed = False
         self._send_lock = asyncio.Lock()
         self._pending: dict[str, tuple[str, asyncio.Future[Any]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
+
+    @property
+    def user_id(self) -> int | None:
+        """Whose connection: what its sessions, suggestions and outcomes record."""
+        return self.principal.user_id
 
     # ---- plumbing --------------------------------------------------------------------------
 
@@ -294,7 +298,7 @@ async def on_edit_outcome(conn: Connection, msg: p.EditOutcome) -> None:
     except UnknownSuggestion:
         raise ApiError(ErrorCode.SUGGESTION_NOT_FOUND, msg.suggestion_id) from None
     found = stored.suggestion
-    if not stored.duplicate and found is not None:
+    if not stored.duplicate:
         services.metrics.outcomes.labels(
             msg.outcome, found.kind, adapter_label(found.adapter_version)
         ).inc()

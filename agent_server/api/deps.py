@@ -15,12 +15,12 @@ from typing import Annotated
 
 from annotated_types import Ge, Le
 from fastapi import Depends, HTTPException, Request, status
-from pydantic import AfterValidator
 from sqlalchemy.orm import Session
 
 from agent_server.api.admin_session import COOKIE, CSRF_HEADER, SAFE_METHODS, csrf_ok, read_cookie
 from agent_server.api.auth import Principal, bearer_token
 from agent_server.api.services import Services
+from agent_server.protocol.parts import _NO_NUL
 
 
 def get_services(request: Request) -> Services:
@@ -38,16 +38,10 @@ def get_db(services: ServicesDep) -> Iterator[Session]:
 DbDep = Annotated[Session, Depends(get_db)]
 
 
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("NUL characters are not allowed here")
-    return value
-
-
 # Parameters that reach a query, typed so that what PostgreSQL cannot take is a 422 and not
 # the driver's error (a 500): text holding NUL, and numbers outside its `integer` column type
 # (run ids, adapter versions). tests/api/test_fuzz_http.py found both.
-DbText = Annotated[str, AfterValidator(_no_nul)]
+DbText = Annotated[str, _NO_NUL]
 DbInt = Annotated[int, Ge(-(2**31)), Le(2**31 - 1)]
 
 

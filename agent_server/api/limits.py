@@ -15,9 +15,7 @@ tests/api/test_limits.py.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable
 
 
@@ -32,31 +30,28 @@ class TokenLimits:
     ) -> None:
         self.max_connections, self.rate, self.burst = max_connections, messages_per_s, burst
         self._clock = clock
-        self._open: dict[str, int] = defaultdict(int)
+        # Only the event loop's thread calls in (the WebSocket route, the read loop): no lock.
+        self._open: dict[str, int] = {}
         self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, last refill)
-        self._lock = threading.Lock()  # open/close come from the event loop; be safe anyway
 
     def open(self, key: str) -> bool:
-        with self._lock:
-            if self._open[key] >= self.max_connections:
-                return False
-            self._open[key] += 1
-            return True
+        if self._open.get(key, 0) >= self.max_connections:
+            return False
+        self._open[key] = self._open.get(key, 0) + 1
+        return True
 
     def close(self, key: str) -> None:
-        with self._lock:
-            self._open[key] -= 1
-            if self._open[key] <= 0:
-                del self._open[key]
-                self._buckets.pop(key, None)  # nobody left to account for
+        self._open[key] -= 1
+        if self._open[key] <= 0:
+            del self._open[key]
+            self._buckets.pop(key, None)  # nobody left to account for
 
     def allow(self, key: str) -> bool:
         now = self._clock()
-        with self._lock:
-            tokens, last = self._buckets.get(key, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - last) * self.rate)
-            if tokens < 1:
-                self._buckets[key] = (tokens, now)
-                return False
-            self._buckets[key] = (tokens - 1, now)
-            return True
+        tokens, last = self._buckets.get(key, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - last) * self.rate)
+        if tokens < 1:
+            self._buckets[key] = (tokens, now)
+            return False
+        self._buckets[key] = (tokens - 1, now)
+        return True

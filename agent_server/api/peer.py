@@ -15,7 +15,11 @@ from agent_server.protocol import messages as p
 class Peer(Protocol):
     id: str  # the connection's id: the owner of the sessions it opened
     client: str  # the client's name from `hello`
-    user_id: int | None  # the person whose token opened it; None: the shared token
+
+    @property
+    def user_id(self) -> int | None:
+        """The person whose token opened it; None: the shared token."""
+        ...
 
     async def send(self, message: p._Message) -> None:
         """Send one message; a closed connection drops it."""

@@ -11,7 +11,7 @@ spent most of the server's CPU on BEGIN / COMMIT and per-statement overhead), wh
 call is done at once, alone. A caller is answered only after its batch committed. No task
 outlives its batch: a run ends when nothing is queued. A batch that fails as a whole (an item
 the database refuses) is redone one item at a time, so a bad item fails only itself.
-Used by store.py for outcomes and for what an outcome needs to know of its suggestion.
+Used by store.py for outcomes (with the read of their suggestions, in the same transaction).
 Tested in tests/session/test_batches.py.
 """
 

@@ -2,10 +2,10 @@
 
 Each method runs one short transaction of `feedback.queries` functions in a worker thread,
 so the event loop never waits on the database; outcomes are group-committed, many editors'
-in one transaction (batches.py), and what an outcome needs to know of its suggestion
-is remembered from when the suggestion was written. The agent's trajectory `Event`s are stored
-whole in `session_events.payload` (kind mapped onto the table's coarser kinds), which is
-what `load_events` rebuilds a session from. Nothing to run; tests/api/ exercise it.
+in one transaction that also reads their suggestions and checks whose they are
+(batches.py). The agent's trajectory `Event`s are stored whole in `session_events.payload`
+(kind mapped onto the table's coarser kinds), which is what `load_events` rebuilds a
+session from. Nothing to run; tests/api/ exercise it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from feedback.db import transaction
 from feedback.models import AgentSession, Suggestion
 from feedback.queries import sessions as q_sessions
 from feedback.queries import suggestions as q_suggestions
-from feedback.queries.outcomes_batch import record_outcomes
+from feedback.queries.outcomes_batch import BatchStored, record_outcomes
 from feedback.queries.suggestions import UnknownSuggestion
 from feedback.vocab import adapter_version
 
@@ -80,7 +80,7 @@ Admit = Callable[[SuggestionInfo], BaseException | None]
 class StoredOutcome:
     id: int
     duplicate: bool  # the client_event_id was stored before this call
-    suggestion: SuggestionInfo | None = None  # what was known of its suggestion
+    suggestion: SuggestionInfo  # what is stored of its suggestion
 
 
 class Store:
@@ -207,25 +207,21 @@ def _record_outcomes(
     """A batch of outcomes: their suggestions read in one query, each admitted or refused,
     the admitted written together (feedback/queries/outcomes_batch.py)."""
     infos = _suggestion_infos(db, [fields["suggestion_id"] for fields, _ in items])
-    results: list[StoredOutcome | BaseException | None] = [None] * len(items)
-    admitted: list[int] = []
+    results: dict[int, StoredOutcome | BaseException] = {}  # by index in items
+    admitted: dict[int, SuggestionInfo] = {}
     for i, ((fields, admit), info) in enumerate(zip(items, infos, strict=True)):
-        refusal = UnknownSuggestion(fields["suggestion_id"]) if info is None else None
-        if refusal is None and admit is not None and info is not None:
-            refusal = admit(info)
-        if refusal is None:
-            admitted.append(i)
-        else:
+        if info is None:
+            results[i] = UnknownSuggestion(fields["suggestion_id"])
+        elif admit is not None and (refusal := admit(info)) is not None:
             results[i] = refusal
+        else:
+            admitted[i] = info
     known = {items[i][0]["suggestion_id"] for i in admitted}
     stored = record_outcomes(db, [items[i][0] for i in admitted], known=known)
-    for i, row in zip(admitted, stored, strict=True):
-        results[i] = (
-            row
-            if isinstance(row, BaseException)
-            else (StoredOutcome(row.id, row.duplicate, infos[i]))
-        )
-    return [r for r in results if r is not None]
+    for (i, info), row in zip(admitted.items(), stored, strict=True):
+        ok = isinstance(row, BatchStored)
+        results[i] = StoredOutcome(row.id, row.duplicate, info) if ok else row
+    return [results[i] for i in range(len(items))]
 
 
 def _suggestion_infos(db: Session, ids: Sequence[str]) -> list[SuggestionInfo | None]:

@@ -23,7 +23,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from feedback.models import Outcome, Suggestion
-from feedback.queries.suggestions import OutcomeConflict, UnknownSuggestion
+from feedback.queries.suggestions import OutcomeConflict, UnknownSuggestion, conflict
 
 FIELDS = ("suggestion_id", "kind", "client_event_id", "accepted_part", "accepted_length",
           "reason", "final_text", "client_time", "user_id")  # fmt: skip
@@ -70,31 +70,20 @@ def record_outcomes(
         ):
             earlier[event_id] = (outcome_id, suggestion_id, kind)
 
+    # The insert keeps the first row of each client_event_id (rows are in item order): that
+    # item is the one stored; every later item with its id compares against it.
     results: list[BatchStored | UnknownSuggestion | OutcomeConflict] = []
-    first_seen: set[str] = set()
     for item in items:
         event_id, suggestion_id = item["client_event_id"], item["suggestion_id"]
         if suggestion_id not in known:
             results.append(UnknownSuggestion(suggestion_id))
-            continue
-        if event_id in inserted and event_id not in first_seen:
-            first_seen.add(event_id)
+        elif event_id in inserted and event_id not in earlier:
+            earlier[event_id] = (inserted[event_id], suggestion_id, item["kind"])
             results.append(BatchStored(inserted[event_id], duplicate=False))
-            continue
-        stored = earlier.get(event_id)
-        if stored is None and event_id in inserted:  # a repeat of an item of this batch
-            twin = next(i for i in items if i["client_event_id"] == event_id)
-            stored = (inserted[event_id], twin["suggestion_id"], twin["kind"])
-        if stored is None:  # pragma: no cover - skipped by the insert, so it exists
-            raise RuntimeError(f"outcome {event_id!r} neither inserted nor found")
-        outcome_id, stored_suggestion, stored_kind = stored
-        if stored_suggestion != suggestion_id or stored_kind != item["kind"]:
-            results.append(
-                OutcomeConflict(
-                    f"client_event_id {event_id!r} was already used for a {stored_kind!r} "
-                    f"outcome of suggestion {stored_suggestion}; send a new id for a new event"
-                )
-            )
         else:
-            results.append(BatchStored(outcome_id, duplicate=True))
+            outcome_id, stored_suggestion, stored_kind = earlier[event_id]
+            if stored_suggestion != suggestion_id or stored_kind != item["kind"]:
+                results.append(conflict(event_id, stored_kind, stored_suggestion))
+            else:
+                results.append(BatchStored(outcome_id, duplicate=True))
     return results

@@ -162,11 +162,15 @@ def record_outcome(
         .execution_options(populate_existing=True)
     ).one()
     if stored.suggestion_id != suggestion_id or stored.kind != kind:
-        raise OutcomeConflict(
-            f"client_event_id {client_event_id!r} was already used for a {stored.kind!r} "
-            f"outcome of suggestion {stored.suggestion_id}; send a new id for a new event"
-        )
+        raise conflict(client_event_id, stored.kind, stored.suggestion_id)
     return stored
+
+
+def conflict(client_event_id: str, stored_kind: str, stored_suggestion: str) -> OutcomeConflict:
+    return OutcomeConflict(
+        f"client_event_id {client_event_id!r} was already used for a {stored_kind!r} "
+        f"outcome of suggestion {stored_suggestion}; send a new id for a new event"
+    )
 
 
 def outcomes_for_suggestion(db: Session, *, suggestion_id: str) -> list[Outcome]:
