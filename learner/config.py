@@ -157,10 +157,12 @@ class TrainConfig(_Frozen):
     micro_batch_tokens: int = Field(
         default=2048,
         ge=8,
-        description="Most padded tokens (samples x longest row) in one forward/backward pass; "
-        "a batch over it is split and its gradients accumulated. Activation memory grows "
-        "with it: ~2 MB a token on SmolLM2-135M in float32 (8 prompts of 1,000 tokens in one "
-        "pass held 18 GB).",
+        description="The token budget of one forward/backward pass: most padded tokens "
+        "(samples x longest row) in it, on every path (training, reference logprobs, "
+        "evaluation, task RL). A batch over it is split into micro-batches whose gradients "
+        "accumulate. Activation memory grows with it: ~2 MB a token on SmolLM2-135M in float32 "
+        "(8 prompts of 1,000 tokens in one pass held 18 GB). With processes > 1 the ranks "
+        "share a batch's micro-batches (at least one each).",
     )
     epochs: float = Field(
         default=3.0, gt=0, description="Passes over the training split (fractions allowed)."
@@ -184,6 +186,24 @@ class TrainConfig(_Frozen):
     seed: int = Field(default=0, description="Adapter init and data order follow it.")
     threads: int | None = Field(
         default=None, ge=1, description="torch.set_num_threads while training (None: leave)."
+    )
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        default="auto",
+        description="Where training and evaluation run: auto is cuda when torch sees a GPU, "
+        "else cpu; cuda without one is an error (learner/device.py).",
+    )
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        default="auto",
+        description="The base model's precision: auto is bfloat16 on a GPU that supports it, "
+        "else float32 (the CPU). LoRA weights and optimizer state stay float32.",
+    )
+    processes: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description=">1 launches torchrun with that many processes on this machine (gloo on "
+        "the CPU, NCCL on GPUs: one each) sharing each batch; feedback cycles only (task and "
+        "mixed cycles train in one process: learner/distributed.py).",
     )
     from_parent: bool = Field(
         default=True,

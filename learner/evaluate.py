@@ -42,6 +42,7 @@ from safetensors.torch import load_file
 
 from learner.config import GateConfig, TrainConfig
 from learner.data import Sample
+from learner.device import model_device
 from learner.kto import (
     class_weights,
     completion_logits,
@@ -50,7 +51,7 @@ from learner.kto import (
     preference_accuracy,
     token_logprobs,
 )
-from learner.train import load_base
+from learner.train import load_base, micro_batches
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,9 @@ def score_adapters(
     adapters: Mapping[str, Path | None],
     config: TrainConfig,
 ) -> dict[str, Scores]:
-    """Scores of each named adapter folder (None: the base model) on `samples`."""
-    base = load_base(model_dir)
+    """Scores of each named adapter folder (None: the base model) on `samples`, on
+    `config.device` in `config.dtype`, `config.micro_batch_tokens` per forward."""
+    base = load_base(model_dir, device=config.device, dtype=config.dtype)
     peft: PeftModel | None = None
     for name, folder in adapters.items():
         if folder is None:
@@ -106,13 +108,13 @@ def score_adapters(
     results: dict[str, Scores] = {}
     for name, folder in adapters.items():
         rewards, desirable, kls, weights, losses = [], [], [], [], []
-        for i in range(0, len(samples), config.batch_size):
-            chunk = samples[i : i + config.batch_size]
+        for positions in micro_batches(samples, config):
             batch = make_batch(
-                chunk,
+                [samples[k] for k in positions],
                 max_length=config.max_length,
                 max_completion_length=config.max_completion_length,
                 lambdas=lambdas,
+                device=model_device(model),
             )
             ref_logits = _logits(model, batch, adapter=None, peft=peft)
             pol_logits = _logits(model, batch, adapter=name if folder else None, peft=peft)

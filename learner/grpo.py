@@ -37,6 +37,9 @@ and the inference engine disagree about what was sampled (precision, template, a
 or, for grammar-constrained actions on vLLM, that the engine logged the masked
 distribution's logprobs (measured: docs/tasks.md), so forced tokens weigh almost nothing.
 
+It trains in one process, on `train.device` (learner/device.py): the data-parallel path
+(learner/distributed.py) is the feedback update's only; a task cycle's time goes to its
+rollouts, not to this update, and its samples come from the database inside the worker.
 Tested in tests/learner/test_grpo.py (the update) and tests/learner/test_taskcycle.py (in cycles).
 """
 
@@ -58,6 +61,7 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 from feedback.db import transaction
 from feedback.models import TaskRollout
 from learner.config import TaskTrainConfig, TrainConfig
+from learner.device import model_device
 from learner.figures import Curves, Gap, logprob_gap
 from learner.kto import completion_logits, make_batch, token_logprobs
 from learner.train import align_rows, completion_token_logprobs, draw, micro_batches
@@ -271,11 +275,11 @@ class TaskObjective:
         loss = 0.0
         for positions in micro_batches(chunk, self.train):
             part = [chunk[k] for k in positions]
-            batch = make_batch(part, max_length=self.train.max_length,
+            batch = make_batch(part, max_length=self.train.max_length, device=model_device(policy),
                                max_completion_length=self.train.max_completion_length)  # fmt: skip
             policy_lp = token_logprobs(completion_logits(policy, batch), batch)
             old_lp = align_rows([self.old[picked[k]] for k in positions], batch)
-            advantage = torch.tensor([s.advantage for s in part], dtype=torch.float32)
+            advantage = torch.tensor([s.advantage for s in part], device=batch.weight.device)
             part_loss, self.clip_share = pg_loss(
                 policy_lp, old_lp, batch.behaviour, advantage, batch.completion_mask,
                 config=self.config, constant=constant,

@@ -65,6 +65,14 @@ class Batch:
     weight: torch.Tensor  # [B] per-sample weight (outcome weight x class weight)
     tokens: int  # real (prompt + completion) tokens in the batch
 
+    def to(self, device: torch.device | str | None) -> Batch:
+        """The same batch with every tensor on `device` (None: unchanged)."""
+        if device is None:
+            return self
+        moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v
+                 for k, v in self.__dict__.items()}  # fmt: skip
+        return Batch(**moved)
+
 
 def class_weights(
     samples: Sequence[Sample], desirable: float | None, undesirable: float | None
@@ -85,8 +93,10 @@ def make_batch(
     max_completion_length: int,
     lambdas: tuple[float, float] = (1.0, 1.0),
     pad_id: int = 0,
+    device: torch.device | str | None = None,
 ) -> Batch:
-    """Cut (completion: its end; prompt: its start) and pad `samples` into one batch."""
+    """Cut (completion: its end; prompt: its start) and pad `samples` into one batch, its
+    tensors on `device` (None: the CPU): the model's, learner/device.py `model_device`."""
     rows, completions = [], []
     for s in samples:
         completion = list(s.completion_ids[:max_completion_length])
@@ -112,7 +122,7 @@ def make_batch(
     weight = torch.tensor([s.weight for s in samples], dtype=torch.float32)
     weight = weight * torch.where(desirable, lam_d, lam_u)
     return Batch(ids, attention, position_ids, cmask, behaviour, desirable, weight,
-                 int(attention.sum()))  # fmt: skip
+                 int(attention.sum())).to(device)  # fmt: skip
 
 
 def completion_logits(model: torch.nn.Module, batch: Batch) -> torch.Tensor:

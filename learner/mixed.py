@@ -13,6 +13,7 @@ schedules (`train.epochs` over the feedback, `tasks.update.epochs` over the traj
 `train.max_steps` caps). Either part may be empty (too little feedback: collect says why);
 both empty skips the run. The gate: the feedback rules on held-out feedback, when there is
 some, and the task solve rule on held-out tasks; either refuses.
+One process on `train.device` (learner/device.py), like learner/grpo.py's update.
 Tested in tests/learner/test_taskcycle.py.
 """
 
@@ -115,6 +116,7 @@ def train_mixed(
 
 def train_mixed_step(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
     from learner.data import read_snapshot
+    from learner.device import describe
     from learner.taskcycle import run_trajectories, serving
     from learner.train import load_base, make_policy
 
@@ -127,11 +129,11 @@ def train_mixed_step(ctx: Context, run_id: int, config: LearnerConfig) -> dict[s
         )
     version, adapter = serving(ctx)
     train = config.train.model_copy(update={"max_length": config.tasks.max_length})
-    policy, used = make_policy(load_base(ctx.settings.model_name), train,
-                               parent_dir=adapter[1] if adapter else None)  # fmt: skip
+    base = load_base(ctx.settings.model_name, device=train.device, dtype=train.dtype)
+    policy, used = make_policy(base, train, parent_dir=adapter[1] if adapter else None)
     result = train_mixed(policy, feedback, trajectories, train, config.tasks.update, config.mix)
     save_candidate(ctx, run_id, policy)
-    return {**result.metrics(), "groups": asdict(stats),
+    return {**result.metrics(), **describe(policy), "groups": asdict(stats),
             "parent_version": version if used else None}  # fmt: skip
 
 

@@ -12,7 +12,10 @@ the KL penalty; with kl_coef = 0 its logprobs are computed once before the first
 A batch whose padded tokens exceed `micro_batch_tokens` is split into micro-batches whose
 gradients accumulate; each micro-batch's loss (its own z0 and normalisation, learner/kto.py)
 counts in proportion to its samples, so an unsplit batch trains exactly as before.
-Runs on the CPU in float32.
+Device and precision come from `TrainConfig.device` / `dtype` (learner/device.py: CUDA in
+bfloat16 when present, else the CPU in float32; LoRA weights always float32); batches are
+made on the model's device. With a `Group` of several processes (learner/distributed.py)
+each rank runs its share of every batch's micro-batches and the gradients are summed.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from transformers import AutoModelForCausalLM
 
 from learner.config import TrainConfig
 from learner.data import Sample
+from learner.device import Group, describe, model_device, resolve_device, resolve_dtype
 from learner.figures import Curves, feedback_figures
 from learner.kto import (
     Batch,
@@ -60,6 +64,9 @@ class TrainResult:
     stopped_early: bool = False  # the max_seconds budget ran out
     micro_batches: int = 0  # forward/backward passes: more than steps when batches were split
     parent_used: bool = False
+    device: str = ""  # where the base ran, e.g. "cpu", "cuda:0"
+    dtype: str = ""  # its compute dtype, e.g. "float32", "bfloat16"
+    processes: int = 1  # data-parallel ranks that shared each batch
     # Per step (learner/figures.py): loss, rewards, preference accuracy, KL, importance, tokens/s.
     curves: dict[str, list[float]] = field(default_factory=dict)
 
@@ -69,10 +76,14 @@ class TrainResult:
         return out
 
 
-def load_base(model_dir: str | Path) -> torch.nn.Module:
-    """The base model in float32 on the CPU, in eval mode (no dropout in the base)."""
-    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=torch.float32)
-    return model.eval()
+def load_base(
+    model_dir: str | Path, *, device: str | torch.device = "auto", dtype: str | torch.dtype = "auto"
+) -> torch.nn.Module:
+    """The base model on `device` in `dtype` (learner/device.py resolves "auto": CUDA in
+    bfloat16 when present, else the CPU in float32), in eval mode (no dropout in the base)."""
+    where = resolve_device(device)
+    model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=resolve_dtype(dtype, where))
+    return model.to(where).eval()
 
 
 def lora_config(config: TrainConfig) -> LoraConfig:
@@ -107,18 +118,26 @@ def _same_shape(parent_dir: Path, config: TrainConfig) -> bool:
 
 @torch.no_grad()
 def completion_token_logprobs(
-    policy: PeftModel, samples: Sequence[Sample], config: TrainConfig, *, adapter: bool = False
+    policy: PeftModel,
+    samples: Sequence[Sample],
+    config: TrainConfig,
+    *,
+    adapter: bool = False,
+    group: Group | None = None,
 ) -> list[list[float]]:
     """log pi of each kept completion token, per sample: the reference (adapter disabled)
-    by default, the policy as it is now with `adapter`."""
-    out: list[list[float]] = []
+    by default, the policy as it is now with `adapter`. With a `group`, each rank computes
+    its share and every rank gets all of them."""
+    group = group or Group()
+    mine: dict[int, list[float]] = {}
     policy.eval()
     with contextlib.nullcontext() if adapter else policy.disable_adapter():
-        for positions in micro_batches(samples, config):
-            batch = _batch([samples[k] for k in positions], config)
+        for positions in group.deal(micro_batches(samples, config, pieces=group.world)):
+            batch = _batch([samples[k] for k in positions], config, device=model_device(policy))
             lp = token_logprobs(completion_logits(policy, batch), batch)
-            out += _unpad(lp, batch)
-    return out
+            mine.update(zip(positions, _unpad(lp, batch), strict=True))
+    merged = {k: v for part in group.gather(mine) for k, v in part.items()}
+    return [merged[k] for k in range(len(samples))]
 
 
 class FeedbackObjective:
@@ -127,37 +146,41 @@ class FeedbackObjective:
     `scale`, micro-batch by micro-batch. train_policy steps on it alone; learner/mixed.py
     beside the task objective."""
 
-    def __init__(self, policy: PeftModel, samples: Sequence[Sample], config: TrainConfig):
-        self.samples, self.config = list(samples), config
+    def __init__(self, policy: PeftModel, samples: Sequence[Sample], config: TrainConfig,
+                 group: Group | None = None):  # fmt: skip
+        self.samples, self.config, self.group = list(samples), config, group or Group()
         self.lambdas = class_weights(self.samples, config.desirable_weight,
                                      config.undesirable_weight)  # fmt: skip
         # With a KL penalty the reference's full distributions are needed at every step (one
         # no-grad forward); without, its token logprobs never change: compute them once.
         self.reference = (
-            completion_token_logprobs(policy, self.samples, config) if not config.kl_coef else None
+            completion_token_logprobs(policy, self.samples, config, group=self.group)
+            if not config.kl_coef
+            else None
         )
         self.last: dict[str, float | None] = {}  # the figures of the last backward()
 
     def backward(self, policy: PeftModel, picked: Sequence[int], scale: float = 1.0,
                  result: TrainResult | None = None) -> float:  # fmt: skip
         config, chunk = self.config, [self.samples[i] for i in picked]
-        loss, kls, z0s = 0.0, list[float](), list[float]()
+        loss, kls, z0s, tokens, passes = 0.0, list[float](), list[float](), 0, 0
         rewards, desirable, importance = list[float](), list[bool](), list[float]()
-        for positions in micro_batches(chunk, config):
+        for positions in self.group.deal(micro_batches(chunk, config, pieces=self.group.world)):
             part = [chunk[k] for k in positions]
-            batch = _batch(part, config, self.lambdas)
+            batch = _batch(part, config, self.lambdas, device=model_device(policy))
             logits = completion_logits(policy, batch)
             policy_lp = token_logprobs(logits, batch)
             if self.reference is not None:
                 ref = align_rows([self.reference[picked[k]] for k in positions], batch)
-                kl = torch.zeros(())
+                kl = torch.zeros((), device=logits.device)
             else:
                 with torch.no_grad(), policy.disable_adapter():
                     ref_logits = completion_logits(policy, batch)
                 ref = token_logprobs(ref_logits, batch)
                 kl = masked_mean(per_token_kl(logits, ref_logits), batch.completion_mask)
             parts = kto_loss(policy_lp, ref, batch, beta=config.beta, is_cap=config.is_cap)
-            share = len(part) / len(chunk)  # micro-batches combine in proportion to samples
+            # Micro-batches (and ranks) combine in proportion to samples of the whole batch.
+            share = len(part) / len(chunk)
             part_loss = (parts.loss + config.kl_coef * kl) * share * scale
             part_loss.backward()
             loss += float(part_loss.detach())
@@ -166,10 +189,18 @@ class FeedbackObjective:
             importance += parts.importance.tolist()
             z0s.append(parts.z0)
             if self.reference is None:  # the KL penalty's own figure
-                kls.append(float(kl))
-            if result is not None:
-                result.tokens += batch.tokens
-                result.micro_batches += 1
+                kls.append(float(kl.detach()))
+            tokens, passes = tokens + batch.tokens, passes + 1
+        if self.group.world > 1:  # every rank's figures, in rank order
+            parts = self.group.gather((loss, kls, z0s, tokens, passes, rewards, desirable,
+                                       importance))  # fmt: skip
+            loss, tokens, passes = sum(p[0] for p in parts), sum(p[3] for p in parts), sum(
+                p[4] for p in parts)  # fmt: skip
+            kls, z0s, rewards, desirable, importance = (
+                [x for p in parts for x in p[i]] for i in (1, 2, 5, 6, 7))  # fmt: skip
+        if result is not None:
+            result.tokens += tokens
+            result.micro_batches += passes
         self.last = feedback_figures(rewards, desirable, importance, z0s, config.is_cap)
         self.last["kl"] = sum(kls) / len(kls) if kls else None  # with a KL penalty only
         return loss
@@ -181,30 +212,34 @@ def train_policy(
     config: TrainConfig,
     *,
     progress: Progress | None = None,
+    group: Group | None = None,
 ) -> TrainResult:
-    """Optimize the LoRA weights of `policy` on `samples` (the training split)."""
+    """Optimize the LoRA weights of `policy` on `samples` (the training split). With a
+    `group` of several ranks (learner/distributed.py), every rank calls this with the same
+    samples and config and ends with the same weights."""
     started = time.monotonic()
     if config.threads is not None:
         torch.set_num_threads(config.threads)
-    samples = list(samples)
-    objective = FeedbackObjective(policy, samples, config)
+    samples, group = list(samples), group or Group()
+    objective = FeedbackObjective(policy, samples, config, group)
     params = [p for p in policy.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     per_epoch = math.ceil(len(samples) / config.batch_size)
     total = config.max_steps or max(1, math.ceil(per_epoch * config.epochs))
     order: list[int] = []
     rng = random.Random(config.seed)
-    result = TrainResult(0, len(samples), 0, 0.0, 0.0)
+    result = TrainResult(0, len(samples), 0, 0.0, 0.0, **describe(policy), processes=group.world)
     curves = Curves()
     policy.train()
     for step in range(total):
-        if time.monotonic() - started > config.max_seconds:
+        if group.any(time.monotonic() - started > config.max_seconds):
             result.stopped_early = True
             break
         picked, order = draw(order, len(samples), config.batch_size, rng)
         optimizer.zero_grad(set_to_none=True)
         step_started, tokens_before = time.monotonic(), result.tokens
         loss = objective.backward(policy, picked, result=result)
+        group.sum_grads(params)  # every rank: the whole batch's gradient
         torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
         optimizer.step()
         result.losses.append(loss)
@@ -238,11 +273,15 @@ def draw(
     return order[:batch_size], order[batch_size:]
 
 
-def micro_batches(chunk: Sequence[Sample], config: TrainConfig) -> list[list[int]]:
+def micro_batches(
+    chunk: Sequence[Sample], config: TrainConfig, *, pieces: int = 1
+) -> list[list[int]]:
     """Positions of `chunk` cut, in order, into runs whose padded size (samples x longest
     row) stays within `config.micro_batch_tokens` (one sample at least): activation memory
     grows with the padded tokens of a forward (~2 MB a token on SmolLM2-135M in float32: 8
-    prompts of 1,000 tokens in one pass held 18 GB), so gradients accumulate over runs."""
+    prompts of 1,000 tokens in one pass held 18 GB), so gradients accumulate over runs.
+    At least `pieces` runs when there are that many samples (the largest halved until then):
+    with N data-parallel processes every rank gets a share of each batch."""
     out: list[list[int]] = []
     longest = 0
     for position, sample in enumerate(chunk):
@@ -254,17 +293,26 @@ def micro_batches(chunk: Sequence[Sample], config: TrainConfig) -> list[list[int
         else:
             out.append([position])
             longest = length
+    while len(out) < min(pieces, len(chunk)):
+        largest = max(range(len(out)), key=lambda i: len(out[i]))
+        run = out[largest]
+        out[largest : largest + 1] = [run[: len(run) // 2], run[len(run) // 2 :]]
     return out
 
 
 def _batch(
-    chunk: Sequence[Sample], config: TrainConfig, lambdas: tuple[float, float] = (1.0, 1.0)
+    chunk: Sequence[Sample],
+    config: TrainConfig,
+    lambdas: tuple[float, float] = (1.0, 1.0),
+    *,
+    device: torch.device | None = None,
 ) -> Batch:
     return make_batch(
         chunk,
         max_length=config.max_length,
         max_completion_length=config.max_completion_length,
         lambdas=lambdas,
+        device=device,
     )
 
 

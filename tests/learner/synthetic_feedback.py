@@ -23,6 +23,7 @@ from feedback.db import transaction
 from feedback.queries import record_outcome, record_suggestion
 from learner.config import TrainConfig
 from learner.data import Sample
+from learner.device import model_device
 from learner.kto import completion_logits, make_batch, token_logprobs
 
 SNIPPETS = [
@@ -69,7 +70,8 @@ def texts(n: int, seed: int = 0) -> list[tuple[list[dict[str, Any]], str, bool]]
 def base_logprobs(model: torch.nn.Module, samples: Sequence[Sample]) -> list[list[float]]:
     config = TrainConfig()
     batch = make_batch(samples, max_length=config.max_length,
-                       max_completion_length=config.max_completion_length)  # fmt: skip
+                       max_completion_length=config.max_completion_length,
+                       device=model_device(model))  # fmt: skip
     lp = token_logprobs(completion_logits(model, batch), batch)
     return [row[mask.bool()].tolist() for row, mask in zip(lp, batch.completion_mask, strict=True)]
 
