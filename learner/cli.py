@@ -1,6 +1,7 @@
 """What `apprentice worker` and `apprentice learn` run (apprentice/cli.py calls these).
 
-    apprentice worker        # a Celery worker on the learner queue (--pool=solo, 1 task)
+    apprentice worker [--queue Q]   # a Celery worker on the learner's queues (--pool=solo,
+                             # 1 task); a GPU host takes the accel queue alone
     apprentice learn [--tasks REPO]  # one cycle in the foreground (a task cycle with
                              # --tasks): progress on stderr, metrics JSON
                              # on stdout; exit 0 succeeded/skipped, 1 failed, 2 no database
@@ -21,19 +22,43 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from ground.settings import Settings
 
 
-def run_worker(settings: Settings, *, beat: bool = False) -> None:
-    """Block in a Celery worker consuming `settings.learner_queue`, one task at a time."""
+def worker_queues(settings: Settings, wanted: list[str] | None = None) -> list[str]:
+    """The queues a worker consumes: `wanted` (each one of this stack's two), else both.
+    A ValueError names the queues there are."""
+    known = list(dict.fromkeys([settings.learner_queue, settings.accel_queue]))
+    unknown = [q for q in wanted or [] if q not in known]
+    if unknown and len(known) == 1:
+        raise ValueError(
+            f"no learner queue {', '.join(map(repr, unknown))}: this stack has one, "
+            f"{known[0]!r} (every step); APPRENTICE_LEARNER_ACCEL_QUEUE gives train and "
+            "rollouts a queue of their own"
+        )
+    if unknown:
+        raise ValueError(
+            f"no learner queue {', '.join(map(repr, unknown))}: this stack's queues are "
+            f"{settings.learner_queue!r} (collect, tasks, evaluate, publish, deploy, the "
+            f"schedule) and {settings.accel_queue!r} (train, rollouts); "
+            "APPRENTICE_LEARNER_QUEUE and APPRENTICE_LEARNER_ACCEL_QUEUE name them"
+        )
+    return list(dict.fromkeys(wanted)) if wanted else known
+
+
+def run_worker(settings: Settings, *, beat: bool = False, queues: list[str] | None = None) -> None:
+    """Block in a Celery worker consuming `queues` (default: the learner's queues, see
+    `worker_queues`), one task at a time."""
     settings.ensure_home()
     # The module's app: the tasks are registered on it. It reads the same environment.
     from learner.celery_app import app
 
+    consumed = worker_queues(settings, queues)
     argv = [
         "worker",
         "--pool=solo",  # torch-safe: no fork after torch has started, one task at a time
         "--concurrency=1",
-        f"--queues={settings.learner_queue}",
+        f"--queues={','.join(consumed)}",
         f"--loglevel={settings.log_level}",
-        "--hostname=learner@%h",
+        # Unique per queue set: two workers of one host (a CPU and a GPU one) may run.
+        f"--hostname=learner-{'-'.join(consumed)}@%h",
         "--without-gossip",
         "--without-mingle",
     ]

@@ -6,7 +6,8 @@
 
 - `VLLMDeployer`: loads `policy-vN` through vLLM's runtime LoRA API (a new name for every
   version, never in place), answers a canary completion with it, and after the deployments
-  row has flipped unloads every version older than the previous one.
+  row has flipped unloads every version older than the previous one. With several servers
+  (`model_urls`) it does so on every one that is up before the row flips (its docstring).
 - `EmbeddedDeployer`: the embedded backend lives in the agent server's process and loads
   what the deployments table names (agent_server/models/deployments.py). This deployer
   proves the adapter serves by loading it into a scratch embedded backend in the worker
@@ -17,18 +18,24 @@ stays what it was. Tested in tests/learner/test_e2e_vllm.py and tests/learner/te
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx
 from sqlalchemy.orm import Session, sessionmaker
 
+from agent_server.models.base import BackendUnavailable, ModelError
 from agent_server.models.deployments import (
+    adapter_path,
     deployment_backend,
     load_and_check,
     prune,
     rollback_to,
 )
+from agent_server.models.openai_http import OpenAIBackend
+from agent_server.models.replicas import is_healthy
 from feedback.db import transaction
 from feedback.models import Deployment
 from feedback.queries import active_deployment, get_adapter, record_deployment
@@ -57,28 +64,71 @@ class Deployer(Protocol):
 
 
 class VLLMDeployer:
+    """Loads and canaries an adapter on every vLLM server (`model_urls`, else `model_url`).
+
+    `put_into_service` returns only once every server that is up serves the adapter, so
+    `deploy_version` flips the row after all of them have it. With several servers, one that
+    fails its health check (GET /health) is skipped and named in the details' `skipped`: the
+    agent server's ReplicaPool keeps it out of rotation and gives it the serving adapter before
+    it takes traffic again, so a replica being down does not stop the learner. One that is up
+    but cannot load the adapter or answer the canary fails the deploy, naming it; none up is
+    `BackendUnavailable`. One server: no health check, it is simply used (as before).
+    `retire` unloads on every server that is up.
+    """
+
     backend = "vllm"
 
     def __init__(self, settings: Settings, config: DeployConfig) -> None:
-        from agent_server.models.factory import openai_config
-        from agent_server.models.openai_http import OpenAIBackend
+        from agent_server.models.factory import model_urls, openai_config
 
         http = dataclasses.replace(openai_config(settings), timeout_s=config.timeout_s)
-        self.client = OpenAIBackend(http)
+        urls = model_urls(settings)
+        self.clients = [OpenAIBackend(dataclasses.replace(http, base_url=u)) for u in urls]
+        self.client = self.clients[0]
         self.config = config
 
+    async def _up(self) -> tuple[list[OpenAIBackend], list[str]]:
+        """(the servers to deploy to, the URLs skipped as down)."""
+        if len(self.clients) == 1:
+            return self.clients, []
+        async with httpx.AsyncClient(timeout=min(self.config.timeout_s, 10.0)) as http:
+            roots = [c.config.root_url for c in self.clients]
+            healthy = await asyncio.gather(*(is_healthy(http, root) for root in roots))
+        up = [c for c, ok in zip(self.clients, healthy, strict=True) if ok]
+        down = [c.config.base_url for c, ok in zip(self.clients, healthy, strict=True) if not ok]
+        if not up:
+            raise BackendUnavailable(f"no model server is up: {', '.join(down)} failed /health")
+        return up, down
+
     async def put_into_service(self, name: str, path: Path) -> dict[str, Any]:
-        canary = await load_and_check(
-            self.client, name, path,
-            prompt=self.config.canary_prompt, max_tokens=self.config.canary_max_tokens,
-        )  # fmt: skip
-        return {"canary": canary.text, "canary_tokens": len(canary.token_ids)}
+        up, skipped = await self._up()
+        canaries = []
+        for client in up:
+            try:
+                canaries.append(await load_and_check(
+                    client, name, path,
+                    prompt=self.config.canary_prompt, max_tokens=self.config.canary_max_tokens,
+                ))  # fmt: skip
+            except ModelError as exc:
+                if len(self.clients) == 1:
+                    raise
+                raise type(exc)(f"{client.config.base_url}: {exc}") from exc
+        canary = canaries[0]
+        details: dict[str, Any] = {"canary": canary.text, "canary_tokens": len(canary.token_ids)}
+        if len(self.clients) > 1:
+            details |= {"replicas": [c.config.base_url for c in up], "skipped": skipped}
+        return details
 
     async def retire(self, keep: set[str]) -> list[str]:
-        return await prune(self.client, keep)
+        up, _ = await self._up()
+        dropped: set[str] = set()
+        for client in up:
+            dropped.update(await prune(client, keep))
+        return sorted(dropped)
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        for client in self.clients:
+            await client.aclose()
 
 
 class EmbeddedDeployer:
@@ -136,15 +186,23 @@ async def deploy_version(
 
 
 async def rollback(
-    db: sessionmaker[Session], deployer: Deployer, *, version: int | None, reason: str
+    db: sessionmaker[Session],
+    deployer: Deployer,
+    *,
+    version: int | None,
+    reason: str,
+    adapters_dir: Path | None = None,
 ) -> Deployment:
-    """Serve published `version` (None: the base model) again, in one call."""
+    """Serve published `version` (None: the base model) again, in one call. An adapter
+    published to an object store is loaded from `adapters_dir/policy-vN` (`adapter_path`)."""
     if version is not None:
         with transaction(db) as s:
             row = get_adapter(s, version=version)
             if row is None or row.status != "published":
                 raise LookupError(f"no published adapter version {version}")
-            path = Path(row.path)
+            path = adapter_path(row.path, version, adapters_dir)
+        if path is None:
+            raise LookupError(f"{row.path}: give the adapters folder it was downloaded into")
         await deployer.put_into_service(adapter_name(version), path)
     with transaction(db) as s:
         return rollback_to(s, backend=deployer.backend, version=version, reason=reason)

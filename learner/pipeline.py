@@ -23,12 +23,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 
-from agent_server.models.deployments import serving_adapter
 from feedback.db import transaction
 from feedback.models import Adapter, LearnerRun
 from feedback.queries import (
@@ -145,11 +143,18 @@ def train(ctx: Context, run_id: int) -> dict[str, Any]:
         from learner.train import load_base, make_policy, train_policy
 
         samples = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if not s.heldout]
-        with transaction(ctx.db) as db:
-            parent_version, parent_dir = serving_adapter(db, backend=ctx.deployment_backend)
+        parent_version, parent_dir = ctx.serving_adapter()
+        if config.train.processes > 1:  # torchrun: learner/distributed.py
+            from learner.distributed import train_distributed
+
+            metrics = train_distributed(ctx.settings.model_name, samples, config.train,
+                                        parent_dir=parent_dir,
+                                        out_dir=ctx.run_dir(run_id) / "candidate")  # fmt: skip
+            return {**metrics, "parent_version": parent_version if metrics["parent_used"] else None}
         policy, used = make_policy(
-            load_base(ctx.settings.model_name), config.train, parent_dir=parent_dir
-        )
+            load_base(ctx.settings.model_name, device=config.train.device,
+                      dtype=config.train.dtype), config.train, parent_dir=parent_dir,
+        )  # fmt: skip
 
         def progress(step: int, total: int, loss: float) -> None:
             ctx.report("train", {"status": "progress", "step": step, "total": total, "loss": loss})
@@ -170,8 +175,7 @@ def feedback_evaluation(ctx: Context, run_id: int, config: LearnerConfig) -> dic
 
     heldout = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if s.heldout]
     candidate = ctx.run_dir(run_id) / "candidate"
-    with transaction(ctx.db) as db:
-        serving_version, serving_dir = serving_adapter(db, backend=ctx.deployment_backend)
+    serving_version, serving_dir = ctx.serving_adapter()
     finite = adapter_is_finite(candidate)
     scores = score_adapters(
         ctx.settings.model_name, heldout,
@@ -217,7 +221,7 @@ def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
 
 def publish(ctx: Context, run_id: int) -> dict[str, Any]:
     def body(config: LearnerConfig) -> dict[str, Any]:
-        from learner.publish import VersionTaken, publish_files, sweep_temporary
+        from learner.publish import VersionTaken, publish_to_store, sweep_temporary
 
         adapters_dir = ctx.settings.adapters_dir
         with transaction(ctx.db) as db:
@@ -228,9 +232,9 @@ def publish(ctx: Context, run_id: int) -> dict[str, Any]:
         sweep_temporary(adapters_dir)
         while True:
             try:
-                folder = publish_files(
-                    ctx.run_dir(run_id) / "candidate", adapters_dir, version=version,
-                    run_id=run_id,
+                where = publish_to_store(
+                    ctx.artifacts, ctx.run_dir(run_id) / "candidate", adapters_dir,
+                    version=version, run_id=run_id,
                 )  # fmt: skip
                 break
             except VersionTaken:
@@ -239,7 +243,7 @@ def publish(ctx: Context, run_id: int) -> dict[str, Any]:
         trained = step_metrics(ctx, run_id, "train")
         with transaction(ctx.db) as db:
             row = publish_adapter(
-                db, version=version, path=str(folder.resolve()),
+                db, version=version, path=where,
                 base_model=ctx.settings.model_name, parent_version=trained.get("parent_version"),
                 metrics=evaluation.get("candidate", {}), run_id=run_id,
             )  # fmt: skip
@@ -251,7 +255,8 @@ def publish(ctx: Context, run_id: int) -> dict[str, Any]:
 def deploy(ctx: Context, run_id: int) -> dict[str, Any]:
     def body(config: LearnerConfig) -> dict[str, Any]:
         published = step_metrics(ctx, run_id, "publish")
-        version, path = int(published["version"]), Path(published["path"])
+        version = int(published["version"])
+        path = ctx.adapter_folder(version, published["path"])  # where vLLM can read it
 
         async def go() -> dict[str, Any]:
             deployer = ctx.deployer(ctx.settings, config.deploy)

@@ -1,6 +1,9 @@
-"""Publish: copy a trained adapter into `$APPRENTICE_HOME/adapters/policy-vN`, atomically.
+"""Publish: copy a trained adapter into `$APPRENTICE_HOME/adapters/policy-vN`, atomically,
+or into the object store's `adapters/policy-vN/` (learner/storage.py); fetch it back.
 
     folder = publish_files(candidate_dir, adapters_dir, version=3, run_id=7)
+    where = publish_to_store(store, candidate_dir, adapters_dir, version=3, run_id=7)
+    folder = fetch_adapter(store, version=3, recorded=where, adapters_dir=adapters_dir)
 
 The files are copied into a hidden temporary folder beside the target, each file and the
 folder fsynced, then the folder is renamed to `policy-vN` (one atomic rename on the same
@@ -11,7 +14,14 @@ complete; a crash leaves only a `.tmp-*` folder, which nothing lists or deploys 
 A manifest (`apprentice-adapter.json`: version, run id, sha256 of each file) makes a
 redelivered publish step recognise its own folder and skip the copy. The database row is
 written by the pipeline after the rename (learner/pipeline.py).
-Tested in tests/learner/test_pipeline.py (crashed publishes, redelivery).
+
+In an object store the manifest is written last, with a conditional write: a version is
+published once its manifest exists, and a second run cannot take the same name.
+`fetch_adapter` downloads such a version into `adapters_dir/policy-vN` (a temporary folder,
+digests checked against the manifest, then renamed): the folder the deploy step hands vLLM,
+which must see the same path (a shared volume; docs/deploy.md).
+Tested in tests/learner/test_pipeline.py (crashed publishes, redelivery) and
+tests/learner/test_storage.py (the object store).
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from feedback.vocab import adapter_name
+from learner.storage import ArtifactStore, LocalStore
 
 MANIFEST = "apprentice-adapter.json"
 
@@ -78,6 +89,63 @@ def publish_files(candidate: Path, adapters_dir: Path, *, version: int, run_id: 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _fsync_dir(adapters_dir)
+    return final
+
+
+def publish_to_store(
+    store: ArtifactStore, candidate: Path, adapters_dir: Path, *, version: int, run_id: int
+) -> str:
+    """Publish `candidate` as `policy-v{version}`; returns where (the `adapters.path`): a
+    local folder under `adapters_dir` for a LocalStore, the object's URI otherwise."""
+    if isinstance(store, LocalStore):
+        return str(publish_files(candidate, adapters_dir, version=version, run_id=run_id).resolve())
+    key = f"adapters/{adapter_name(version)}"
+    manifest = {"version": version, "run_id": run_id, "files": file_digests(candidate)}
+    found = store.read_json(f"{key}/{MANIFEST}")
+    if found is None:
+        store.push(key, candidate)
+        if store.create_json(f"{key}/{MANIFEST}", manifest):
+            return store.uri(key)
+        found = store.read_json(f"{key}/{MANIFEST}")
+    if found and found.get("run_id") == run_id and found.get("version") == version:
+        return store.uri(key)  # a redelivery: published by this run already
+    raise VersionTaken(f"{store.uri(key)} already exists and belongs to another run")
+
+
+def is_local(recorded: str) -> bool:
+    """Whether an `adapters.path` is a folder on disk (not an object store URI)."""
+    return "://" not in recorded
+
+
+def fetch_adapter(store: ArtifactStore, *, version: int, recorded: str, adapters_dir: Path) -> Path:
+    """A published adapter as a local folder: `recorded` itself when it is one, else a
+    download into `adapters_dir/policy-v{version}` (kept for the next time), checked
+    against its manifest."""
+    if is_local(recorded):
+        return Path(recorded)
+    final = adapters_dir / adapter_name(version)
+    if read_manifest(final) is not None:
+        return final
+    adapters_dir.mkdir(parents=True, exist_ok=True)
+    tmp = adapters_dir / f".tmp-{adapter_name(version)}-{uuid.uuid4().hex[:8]}"
+    try:
+        if not store.pull(f"adapters/{adapter_name(version)}", tmp):
+            raise FileNotFoundError(f"{recorded}: no such adapter in the artifact store")
+        manifest = read_manifest(tmp) or {}
+        if manifest.get("version") != version or manifest.get("files") != file_digests(tmp):
+            raise ValueError(f"{recorded}: files do not match their manifest")
+        for path in tmp.iterdir():
+            path.chmod(0o444)
+        os.rename(tmp, final)
+    except OSError:
+        if read_manifest(final) is not None:  # another process fetched it meanwhile
+            return final
+        raise
+    finally:
+        if tmp.exists():
+            for child in tmp.iterdir():
+                child.chmod(0o644)
+            shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 

@@ -6,7 +6,10 @@ recording a step, failing or skipping a run, and the schedule's decision.
     metrics = recorded_step(ctx, run_id, "train", body)   # body(config) -> metrics
 
 `recorded_step` makes every step safe to run again (a redelivered message): a step that
-already succeeded returns its recorded metrics, a step of a finished run does nothing.
+already succeeded returns its recorded metrics, a step of a finished run does nothing. It
+also moves the run's files through the artifact store (learner/storage.py): pulled into
+`ctx.run_dir(run_id)` before the step, pushed after it, so the next step may run on another
+host (nothing to move with the default local store).
 learner/pipeline.py holds the steps themselves. Nothing to run.
 """
 
@@ -29,10 +32,19 @@ from agent_server.models.deployments import deployment_backend
 from agent_server.models.factory import build_backend
 from feedback.db import transaction
 from feedback.models import LearnerRun
-from feedback.queries import create_run, finish_run, get_run, start_run, update_run_step
+from feedback.queries import (
+    active_deployment,
+    create_run,
+    finish_run,
+    get_adapter,
+    get_run,
+    start_run,
+    update_run_step,
+)
 from ground.settings import Settings
 from learner.config import LearnerConfig
 from learner.deploy import Deployer, make_deployer, record_failed_deployment
+from learner.storage import ArtifactStore, make_store
 
 log = logging.getLogger(__name__)
 FINAL = ("succeeded", "failed", "skipped")
@@ -61,9 +73,20 @@ class Context:
     deployer: Callable[[Settings, Any], Deployer] = make_deployer
     backend: Callable[[Settings], ModelBackend] = build_backend  # what task rollouts run on
     progress: Progress | None = None
+    store: ArtifactStore | None = None  # None: the one `settings.artifacts_url` names
+
+    def __post_init__(self) -> None:
+        if self.store is None:
+            self.store = make_store(self.settings)
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        assert self.store is not None
+        return self.store
 
     def run_dir(self, run_id: int) -> Path:
-        return self.settings.home / "learner" / "runs" / f"run-{run_id}"
+        """The run's working folder on this host (the stored folder itself when local)."""
+        return self.settings.home / run_key(run_id)
 
     def report(self, step: str, info: dict[str, Any]) -> None:
         if self.progress is not None:
@@ -72,6 +95,28 @@ class Context:
     @property
     def deployment_backend(self) -> str:
         return deployment_backend(self.settings.model_backend)
+
+    def adapter_folder(self, version: int, recorded: str) -> Path:
+        """Published `version` (its `adapters.path`) as a folder on this host."""
+        from learner.publish import fetch_adapter
+
+        return fetch_adapter(self.artifacts, version=version, recorded=recorded,
+                             adapters_dir=self.settings.adapters_dir)  # fmt: skip
+
+    def serving_adapter(self) -> tuple[int | None, Path | None]:
+        """(version, local folder) of the adapter now serving; (None, None): the base model."""
+        with transaction(self.db) as db:
+            active = active_deployment(db, backend=self.deployment_backend)
+            row = get_adapter(db, version=active.adapter_version) if active else None
+            if active is None or active.adapter_version is None or row is None:
+                return None, None
+            version, recorded = row.version, row.path
+        return version, self.adapter_folder(version, recorded)
+
+
+def run_key(run_id: int) -> str:
+    """The run's files in the artifact store (and under $APPRENTICE_HOME)."""
+    return f"learner/runs/run-{run_id}"
 
 
 def create_cycle(ctx: Context, *, trigger: str, overrides: dict[str, Any] | None = None) -> int:
@@ -148,7 +193,9 @@ def recorded_step(
     if recorded is not None:
         return recorded  # a redelivery, or a step of a run that already ended
     ctx.report(name, {"status": "running"})
+    ctx.artifacts.pull(run_key(run_id), ctx.run_dir(run_id))
     metrics = body(config)
+    ctx.artifacts.push(run_key(run_id), ctx.run_dir(run_id))
     with transaction(ctx.db) as db:
         update_run_step(db, run_id=run_id, name=name, status="succeeded", metrics=metrics)
     ctx.report(name, {"status": "succeeded", **metrics})

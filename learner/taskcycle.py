@@ -27,7 +27,9 @@ import dataclasses
 import hashlib
 import json
 import math
+import shutil
 import statistics
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +39,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
-from agent_server.models.deployments import serving_adapter
 from feedback.db import transaction
 from feedback.models import TaskRollout
 from feedback.queries import adapter_name
@@ -255,8 +256,7 @@ def rollout_metrics(
 
 def serving(ctx: Context) -> tuple[int | None, tuple[str, Path] | None]:
     """(version, (name, folder)) of the serving adapter; (None, None): the base model."""
-    with transaction(ctx.db) as db:
-        version, folder = serving_adapter(db, backend=ctx.deployment_backend)
+    version, folder = ctx.serving_adapter()
     if version is None or folder is None:
         return None, None
     return version, (adapter_name(version), folder)
@@ -276,6 +276,7 @@ def run_trajectories(ctx: Context, run_id: int) -> tuple[list[Any], Any]:
 def train_on_rollouts(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
     """The "train" step of a task cycle: the update on the run's rollouts of its train tasks,
     from the serving adapter; RunSkipped when no group has a reward that differs."""
+    from learner.device import describe
     from learner.grpo import train_trajectories
     from learner.train import load_base, make_policy
 
@@ -287,12 +288,25 @@ def train_on_rollouts(ctx: Context, run_id: int, config: LearnerConfig) -> dict[
             f"rewards, {stats.truncated_masked} truncated rollouts masked"
         )
     train = config.train.model_copy(update={"max_length": config.tasks.max_length})
-    policy, used = make_policy(load_base(ctx.settings.model_name), train,
-                               parent_dir=adapter[1] if adapter else None)  # fmt: skip
+    base = load_base(ctx.settings.model_name, device=train.device, dtype=train.dtype)
+    policy, used = make_policy(base, train, parent_dir=adapter[1] if adapter else None)
     result = train_trajectories(policy, samples, train, config.tasks.update)
     save_candidate(ctx, run_id, policy)
-    return {**result.metrics(), "groups": dataclasses.asdict(stats),
+    return {**result.metrics(), **describe(policy), "groups": dataclasses.asdict(stats),
             "parent_version": version if used else None}  # fmt: skip
+
+
+def visible_candidate(ctx: Context, run_id: int) -> Path:
+    """The run's candidate copied under `adapters_dir/candidates/`: the folder the model
+    servers see (a volume shared with vLLM, docs/deploy.md); the run's own folder may live
+    on a disk only this worker has."""
+    source = ctx.run_dir(run_id) / "candidate"
+    target = ctx.settings.adapters_dir / "candidates" / f"candidate-run-{run_id}"
+    tmp = target.with_name(f".tmp-{target.name}-{uuid.uuid4().hex[:8]}")
+    shutil.copytree(source, tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
+    return target
 
 
 def evaluate_heldout(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
@@ -303,7 +317,7 @@ def evaluate_heldout(ctx: Context, run_id: int, config: LearnerConfig) -> dict[s
 
     records, plan = read_plan(ctx.run_dir(run_id))
     heldout = [records[i] for i in plan["evaluated"]]
-    candidate_dir = ctx.run_dir(run_id) / "candidate"
+    candidate_dir = visible_candidate(ctx, run_id)
     finite = adapter_is_finite(candidate_dir)
     version, current = serving(ctx)
     reports = {}

@@ -10,7 +10,8 @@
 A step that already succeeded returns at once (a redelivered message); a transient error
 (database, model server or broker unreachable) is retried `config.retries` times with
 exponential backoff; after that, or on any other error, the run is marked failed with the
-reason, and the chain stops (`Ignore`: nothing after a failed step runs). Tests:
+reason, and the chain stops (`Ignore`: nothing after a failed step runs). Train and rollouts
+go to `settings.accel_queue`, the rest to `settings.learner_queue` (`queue_of`). Tests:
 tests/learner/test_admin_api.py (real worker, embedded broker) and test_e2e_vllm.py
 (real worker, Redis, SIGKILL redelivery).
 """
@@ -22,9 +23,10 @@ import ctypes.util
 import functools
 import gc
 import logging
+from collections.abc import Sequence
 from typing import Any
 
-from celery import Task, chain
+from celery import Signature, Task, chain
 from celery.exceptions import Ignore
 from sqlalchemy.exc import OperationalError
 
@@ -32,6 +34,7 @@ from agent_server.models.base import BackendUnavailable
 from feedback.db import make_engine, make_sessionmaker, transaction
 from feedback.models import LearnerRun
 from ground.broker import TASK_CYCLE, TASK_SCHEDULED
+from ground.settings import Settings
 from learner import pipeline
 from learner.celery_app import app, settings
 
@@ -141,8 +144,22 @@ def start_chain(run_id: int) -> None:
             names = pipeline.steps_of(pipeline.run_config(run)) if run else pipeline.STEPS
     except ValueError:  # a bad stored config: the first step records the error on the run
         names = pipeline.STEPS
-    steps = [STEP_TASKS[name] for name in names]
-    chain(*(step.si(run_id) for step in steps)).apply_async(queue=settings.learner_queue)
+    step_chain(run_id, names, settings).apply_async()
+
+
+ACCELERATED = ("train", "rollouts")  # the steps a GPU helps (rollouts: a local backend's)
+
+
+def queue_of(step: str, settings: Settings) -> str:
+    """The queue a step is sent to: `settings.accel_queue` for train and rollouts, the
+    learner queue for the others (each is its own message: a chain's steps may run on
+    different workers, and hand each other files through the artifact store)."""
+    return settings.accel_queue if step in ACCELERATED else settings.learner_queue
+
+
+def step_chain(run_id: int, names: Sequence[str], settings: Settings) -> Signature:
+    """The Celery chain of a run's steps, each signature routed to its queue."""
+    return chain(*(STEP_TASKS[n].si(run_id).set(queue=queue_of(n, settings)) for n in names))
 
 
 @app.task(name=TASK_CYCLE, acks_late=True)

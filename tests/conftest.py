@@ -9,4 +9,5 @@ pytest_plugins = [
     "tests.fixtures.models",
     "tests.fixtures.databases",
     "tests.fixtures.vllm",
+    "tests.fixtures.s3",
 ]

@@ -44,7 +44,10 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.services = start_services(settings, config, auth, backend, server_metrics)
         services = app.state.services  # serve what the deployments table names (learner)
-        app.state.follower = start_follower(services.backend, services.db, settings.model_backend)
+        app.state.follower = start_follower(
+            services.backend, services.db, settings.model_backend,
+            adapters_dir=settings.adapters_dir,
+        )  # fmt: skip
         try:
             yield
         finally:

@@ -103,14 +103,28 @@ async def prune(backend: AdapterHost, keep: set[str]) -> list[str]:
     return dropped
 
 
-def serving_adapter(db: Session, *, backend: str) -> tuple[int | None, Path | None]:
+def adapter_path(recorded: str, version: int, adapters_dir: Path | None) -> Path | None:
+    """The folder a model server loads published `version` from: its `adapters.path` when
+    that is a folder; for one published to an object store (`s3://...`), `adapters_dir/
+    policy-vN`, where the learner's deploy step downloaded it (a volume the model servers
+    see at the same path: docs/deploy.md). None when there is no such folder to name."""
+    if "://" not in recorded:
+        return Path(recorded)
+    return adapters_dir / adapter_name(version) if adapters_dir is not None else None
+
+
+def serving_adapter(
+    db: Session, *, backend: str, adapters_dir: Path | None = None
+) -> tuple[int | None, Path | None]:
     """(version, folder) of the adapter `backend`'s active deployment names; (None, None):
-    the base model. The folder is None if the version has no adapter row."""
+    the base model. The folder is None if the version has no adapter row (or, published to
+    an object store, when no `adapters_dir` is given: `adapter_path`)."""
     active = active_deployment(db, backend=backend)
     if active is None or active.adapter_version is None:
         return None, None
     row = get_adapter(db, version=active.adapter_version)
-    return active.adapter_version, (Path(row.path) if row is not None else None)
+    folder = adapter_path(row.path, row.version, adapters_dir) if row is not None else None
+    return active.adapter_version, folder
 
 
 def rollback_to(db: Session, *, backend: str, version: int | None, reason: str) -> Deployment:
@@ -142,6 +156,7 @@ class DeploymentFollower:
         *,
         backend_name: str,
         poll_s: float = 1.0,
+        adapters_dir: Path | None = None,
     ) -> None:
         if poll_s <= 0:
             raise ValueError(f"poll_s must be > 0 seconds, got {poll_s}")
@@ -149,11 +164,12 @@ class DeploymentFollower:
         self.serving: int | None = None  # the version now the default (None: base model)
         self.previous: int | None = None
         self._synced = False
+        self.adapters_dir = adapters_dir
         self._task: asyncio.Task[None] | None = None
 
     def _wanted(self) -> tuple[int | None, Path | None]:
         with transaction(self.db) as db:
-            return serving_adapter(db, backend=self.backend_name)
+            return serving_adapter(db, backend=self.backend_name, adapters_dir=self.adapters_dir)
 
     async def sync_once(self) -> bool:
         """Follow the table now; True when the serving adapter changed."""
@@ -199,14 +215,20 @@ class DeploymentFollower:
 
 
 def start_follower(
-    backend: ModelBackend, db: sessionmaker[Session], model_backend: str, *, poll_s: float = 1.0
+    backend: ModelBackend,
+    db: sessionmaker[Session],
+    model_backend: str,
+    *,
+    poll_s: float = 1.0,
+    adapters_dir: Path | None = None,
 ) -> DeploymentFollower | None:
     """A running follower for a process's backend; None for one that cannot load adapters
     (the scripted models of tests). Call from inside the event loop; `aclose()` it at exit."""
     if not isinstance(backend, AdapterHost):
         return None
     follower = DeploymentFollower(
-        adapter_host(backend), db, backend_name=deployment_backend(model_backend), poll_s=poll_s
-    )
+        adapter_host(backend), db, backend_name=deployment_backend(model_backend), poll_s=poll_s,
+        adapters_dir=adapters_dir,
+    )  # fmt: skip
     follower.start()
     return follower

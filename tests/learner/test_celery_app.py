@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from feedback.db import transaction
 from feedback.models import LearnerRun
 from feedback.queries import finish_run, set_run_dataset
@@ -97,3 +99,25 @@ def test_with_a_task_repo_the_schedule_runs_a_task_cycle_when_feedback_is_short(
     assert pipeline.steps_of(config) == pipeline.TASK_STEPS
     assert pipeline.scheduled_run(ctx) is None  # that run is still queued
     engine.dispose()
+
+
+def test_train_and_rollouts_go_to_the_accel_queue_the_rest_to_the_learner_queue(
+    tmp_path: Path,
+) -> None:
+    from learner.cli import worker_queues
+    from learner.tasks import step_chain
+
+    split = Settings(home=tmp_path, learner_queue="cpu", learner_accel_queue="gpu")
+    routed = {s.task.removeprefix("learner."): s.options["queue"]
+              for s in step_chain(7, pipeline.MIXED_STEPS, split).tasks}  # fmt: skip
+    assert routed == {"collect": "cpu", "tasks": "cpu", "rollouts": "gpu", "train": "gpu",
+                      "evaluate": "cpu", "publish": "cpu", "deploy": "cpu"}  # fmt: skip
+    one = Settings(home=tmp_path, learner_queue="all")
+    assert {s.options["queue"] for s in step_chain(7, pipeline.STEPS, one).tasks} == {"all"}
+    # A worker consumes both queues unless told which; an unknown name is refused.
+    assert worker_queues(split) == ["cpu", "gpu"] and worker_queues(split, ["gpu"]) == ["gpu"]
+    assert worker_queues(one) == ["all"]
+    with pytest.raises(ValueError, match="'cpu' \\(collect.*'gpu' \\(train, rollouts\\)"):
+        worker_queues(split, ["gpu", "nope"])
+    with pytest.raises(ValueError, match="has one, 'all'"):
+        worker_queues(one, ["gpu"])

@@ -57,12 +57,12 @@ class Worker:
             pass
 
 
-def start_worker(env: dict[str, str], log_path: Path) -> Worker:
-    """`apprentice worker` with `env` added to this process's environment."""
+def start_worker(env: dict[str, str], log_path: Path, *, args: list[str] | None = None) -> Worker:
+    """`apprentice worker [args]` with `env` added to this process's environment."""
     full = {**os.environ, "OMP_NUM_THREADS": "1", "OMP_WAIT_POLICY": "PASSIVE", **env}
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "apprentice.cli", "worker"],
+            [sys.executable, "-m", "apprentice.cli", "worker", *(args or [])],
             cwd=REPO, env=full, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     worker = Worker(process, log_path)

@@ -29,7 +29,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agent_server.api.deps import DbDep, DbInt, DbText, ServicesDep, require_admin
 from agent_server.models.base import ModelError
-from agent_server.models.deployments import deployment_backend, load_and_check, rollback_to
+from agent_server.models.deployments import (
+    adapter_path,
+    deployment_backend,
+    load_and_check,
+    rollback_to,
+)
 from feedback.db import transaction
 from feedback.models import AdapterStatus
 from feedback.queries import (
@@ -191,7 +196,7 @@ async def rollback(body: RollbackIn, request: Request, services: ServicesDep) ->
             row = get_adapter(db, version=version)
             if row is None or row.status != "published":
                 raise HTTPException(404, detail=f"no published adapter version {version}")
-            return version, Path(row.path)
+            return version, adapter_path(row.path, version, services.settings.adapters_dir)
 
     version, path = await asyncio.to_thread(target)
     if version is not None and path is not None:
