@@ -2,12 +2,12 @@
 # The Apprentice image: the `apprentice` command with every room of the project installed.
 #
 #   docker build -t apprentice .                                    # CPU torch: agent server,
-#                                                                   #   migrate, beat
-#   docker build -t apprentice-gpu --build-arg TORCH_VARIANT=cu130 .  # CUDA torch: learner worker
+#                                                                   #   migrate, beat, CPU learner
+#   docker build -t apprentice-gpu --build-arg TORCH_VARIANT=cu130 .  # CUDA torch: GPU learner
 #
-# The learner worker gets the CUDA variant so that the image is ready for accelerator training,
-# but today's learner (learner/train.py) trains on the CPU whatever torch it has; training on the
-# GPU is planned (docs/architecture.md).
+# The GPU learner worker gets the CUDA variant and trains on the GPU (learner/device.py: train
+# .device `auto` picks CUDA when torch sees one); the other services run the CPU variant
+# (docs/deploy.md).
 #
 # docker-compose.yml builds both. Data lives under APPRENTICE_HOME=/data (a volume in compose);
 # the process runs as the unprivileged user `apprentice` (uid 10001). Checked without a Docker

@@ -5,7 +5,8 @@ checked without one is checked for real: the compose file against the official C
 schema (vendored by check-jsonschema), every APPRENTICE_* variable against `Settings` (a real
 `Settings` is built from each service's environment), every command against the real typer
 app (parsed by click exactly as `apprentice` would), and the volumes, ports and dependencies
-that the services rely on to find each other.
+that the services rely on to find each other. The learner's layout (its two workers and
+queues, the GPUs, the object store profile): tests/test_compose_learner.py.
 
     .venv/bin/python -m pytest tests/test_compose.py -q
 """
@@ -37,13 +38,17 @@ SERVICES = {
     "vllm",
     "migrate",
     "agent-server",
-    "learner-worker",
+    "learner-gpu-worker",
+    "learner-cpu-worker",
     "learner-beat",
+    "minio",
+    "minio-init",
     "prometheus",
     "grafana",
 }
 # Services that run our image with its default entrypoint (`apprentice`).
-APPRENTICE_SERVICES = {"migrate", "agent-server", "learner-worker"}
+APPRENTICE_SERVICES = {"migrate", "agent-server", "learner-gpu-worker", "learner-cpu-worker"}
+WORKERS = {"learner-gpu-worker", "learner-cpu-worker"}
 OURS = APPRENTICE_SERVICES | {"learner-beat"}
 # What a filled-in .env provides; unset variables take the file's defaults.
 DOT_ENV = {
@@ -189,18 +194,22 @@ def test_agent_server_port_published_and_command_agree(compose, monkeypatch, tmp
     assert f"127.0.0.1:{s.port}/healthz" in health
 
 
-def test_adapters_volume_is_shared_at_the_same_path(compose, monkeypatch, tmp_path):
+@pytest.mark.parametrize("name", sorted(WORKERS))
+def test_adapters_volume_is_shared_at_the_same_path(compose, name, monkeypatch, tmp_path):
+    """The deploy step hands vLLM `$APPRENTICE_HOME/adapters/policy-vN` of the worker that
+    deploys (downloaded there first when artifacts live in a bucket): that path must be the
+    same folder inside vLLM."""
     services = compose["services"]
-    learner = settings_of(services["learner-worker"], monkeypatch, tmp_path)
+    learner = settings_of(services[name], monkeypatch, tmp_path)
     in_vllm = mounts(services["vllm"])["adapters"]
-    in_learner = mounts(services["learner-worker"])["adapters"]
+    in_learner = mounts(services[name])["adapters"]
     assert in_vllm == in_learner == str(learner.adapters_dir) == "/data/adapters"
     # The learner writes adapters; vLLM only reads them.
-    assert not any(v.endswith(":ro") for v in services["learner-worker"]["volumes"])
+    assert not any(v.endswith(":ro") for v in services[name]["volumes"])
     assert "adapters:/data/adapters:ro" in services["vllm"]["volumes"]
     # The data volume holds the adapters folder in both of our images' views.
     assert PurePosixPath(in_learner).parent == PurePosixPath(
-        mounts(services["learner-worker"])["apprentice-data"]
+        mounts(services[name])["apprentice-data"]
     )
 
 
@@ -221,27 +230,13 @@ def test_vllm_serves_as_the_tests_do(compose):
     assert 0 < float(flags["--gpu-memory-utilization"]) < 1, "the learner shares the GPU"
 
 
-@pytest.mark.parametrize("name", ["vllm", "learner-worker"])
-def test_gpu_reserved(compose, name):
-    devices = compose["services"][name]["deploy"]["resources"]["reservations"]["devices"]
-    assert any("gpu" in d["capabilities"] and d["driver"] == "nvidia" for d in devices)
-
-
-def test_learner_worker_builds_a_cuda_torch(compose):
-    build = compose["services"]["learner-worker"]["build"]
-    assert build["args"]["TORCH_VARIANT"].startswith("cu")
-    for name in ("agent-server", "migrate", "learner-beat"):
-        assert compose["services"][name]["build"]["args"]["TORCH_VARIANT"] == "cpu"
-    assert compose["services"]["learner-worker"]["image"] != compose["services"]["migrate"]["image"]
-
-
 def test_migrate_runs_db_upgrade_before_everything_of_ours(compose):
     services = compose["services"]
     command, params = resolve_cli(services["migrate"]["command"])
     assert command.name == "upgrade" and params["revision"] == "head"
     assert "restart" not in services["migrate"], "a one-shot job must not be restarted"
     assert services["migrate"]["depends_on"]["postgres"]["condition"] == "service_healthy"
-    for name in ("agent-server", "learner-worker", "learner-beat", "vllm"):
+    for name in ("agent-server", *sorted(WORKERS), "learner-beat", "vllm"):
         cond = services[name]["depends_on"]["migrate"]["condition"]
         assert cond == "service_completed_successfully", name
 
@@ -275,6 +270,8 @@ def test_no_secret_values_in_the_file(compose):
     for name in OURS:
         env = env_of(compose["services"][name])
         for key in ("APPRENTICE_TOKEN", "APPRENTICE_ADMIN_TOKEN", "APPRENTICE_MODEL_API_KEY"):
+            assert env.get(key, "") == "", f"{name}: {key} must come from .env, not the file"
+        for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
             assert env.get(key, "") == "", f"{name}: {key} must come from .env, not the file"
     for value in DOT_ENV.values():
         assert value not in COMPOSE_TEXT
