@@ -10,7 +10,8 @@ DIR also that one): vLLM starts with the project's command line
 (agent_server/models/vllm_command.py: bf16, --enable-lora, runtime LoRA loading) from
 --vllm-python's environment; tokens/s served by the base model are measured (--requests
 concurrent completions of --max-tokens each, ignore_eos, and one alone); synthetic feedback
-(tests/learner/synthetic_feedback.py: `return x` accepted, `print(x)` rejected) is written to
+(tests/learner/synthetic_feedback.py `seed_feedback`: `return x` accepted, `print(x)` rejected,
+behaviour logprobs the base model's on the learner's device) is written to
 a fresh SQLite home; one feedback cycle runs in this process (learner.pipeline's steps,
 train on --device in --dtype); the deploy step loads policy-v1 into vLLM; then the time from
 the end of publish to the first token streamed by policy-v1, and tokens/s served by it.
@@ -33,7 +34,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -129,34 +129,6 @@ async def first_token(base: str, model: str) -> float:
     raise RuntimeError(f"{model} streamed no token")
 
 
-def seed(db: Any, model_dir: Path, n: int) -> None:
-    """n synthetic suggestions with an accepted / rejected outcome each, their behaviour
-    logprobs the base model's (computed on the CPU in float32, whatever --device is)."""
-    from transformers import AutoTokenizer
-
-    from feedback.db import transaction
-    from feedback.queries import record_outcome, record_suggestion
-    from learner.train import load_base
-    from tests.learner.synthetic_feedback import make_samples, texts
-
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    base = load_base(model_dir, device="cpu", dtype="float32")
-    samples = make_samples(tokenizer, base, n)
-    with transaction(db) as s:
-        for sample, (prompt, _, _) in zip(samples, texts(n), strict=True):
-            text = tokenizer.decode(sample.completion_ids)
-            row = record_suggestion(
-                s, kind="completion", model="gpu-check", adapter_version=None,
-                prompt_messages=prompt, prompt_token_ids=sample.prompt_ids,
-                completion_text=text, completion_token_ids=sample.completion_ids,
-                completion_logprobs=sample.behaviour_logprobs, proposed=text,
-            )  # fmt: skip
-            kind = "accepted" if sample.desirable else "rejected"
-            for outcome in ("shown", kind):
-                record_outcome(s, suggestion_id=row.id, kind=outcome,
-                               client_event_id=uuid.uuid4().hex)  # fmt: skip
-
-
 def check_model(name: str, model: Path, args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from agent_server.models.vllm_command import SERVED_NAME
     from feedback.db import make_engine, make_sessionmaker
@@ -203,10 +175,13 @@ def check_model(name: str, model: Path, args: argparse.Namespace, tmp: Path) -> 
 def cycle(name: str, ctx: Any, model: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One feedback cycle, step by step; the time from publish's end to policy-vN's first
     streamed token (deploy: load into vLLM and answer the canary, then the request)."""
+    from transformers import AutoTokenizer
+
     from learner import pipeline
+    from tests.learner.synthetic_feedback import seed_feedback
 
     say(f"{name}: writing {args.samples} synthetic outcomes")
-    seed(ctx.db, model, args.samples)
+    seed_feedback(ctx.db, AutoTokenizer.from_pretrained(model), model, args.samples)
     run_id = pipeline.create_cycle(ctx, trigger="cli", overrides=overrides(args))
     out: dict[str, Any] = {"run_id": run_id, "steps_s": {}}
     published = 0.0

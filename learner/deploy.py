@@ -84,7 +84,6 @@ class VLLMDeployer:
         http = dataclasses.replace(openai_config(settings), timeout_s=config.timeout_s)
         urls = model_urls(settings)
         self.clients = [OpenAIBackend(dataclasses.replace(http, base_url=u)) for u in urls]
-        self.client = self.clients[0]
         self.config = config
 
     async def _up(self) -> tuple[list[OpenAIBackend], list[str]]:

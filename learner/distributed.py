@@ -43,7 +43,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -121,7 +120,7 @@ def run_rank(spec: dict[str, Any]) -> None:
     import torch.distributed as dist
 
     from learner.device import Group, resolve_device
-    from learner.train import load_base, make_policy, save_adapter, train_policy
+    from learner.train import load_base, make_policy, save_whole, train_policy
 
     config = TrainConfig.model_validate(spec["config"])
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -149,14 +148,7 @@ def run_rank(spec: dict[str, Any]) -> None:
                               progress=progress, group=group)  # fmt: skip
         result.parent_used = used
         if rank == 0:
-            final = Path(spec["out_dir"])
-            tmp = final.with_name(f".{final.name}-{uuid.uuid4().hex[:8]}")
-            save_adapter(policy, tmp)
-            if final.exists():  # a complete one from an earlier attempt
-                import shutil
-
-                shutil.rmtree(final)
-            tmp.rename(final)
+            save_whole(policy, Path(spec["out_dir"]))
             metrics = {**result.metrics(), "backend": dist.get_backend()}
             Path(spec["metrics"]).write_text(json.dumps(metrics))
         dist.barrier()

@@ -35,6 +35,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from agent_server.models.deployments import is_uri
 from feedback.vocab import adapter_name
 from learner.storage import ArtifactStore, LocalStore
 
@@ -112,16 +113,11 @@ def publish_to_store(
     raise VersionTaken(f"{store.uri(key)} already exists and belongs to another run")
 
 
-def is_local(recorded: str) -> bool:
-    """Whether an `adapters.path` is a folder on disk (not an object store URI)."""
-    return "://" not in recorded
-
-
 def fetch_adapter(store: ArtifactStore, *, version: int, recorded: str, adapters_dir: Path) -> Path:
     """A published adapter as a local folder: `recorded` itself when it is one, else a
     download into `adapters_dir/policy-v{version}` (kept for the next time), checked
     against its manifest."""
-    if is_local(recorded):
+    if not is_uri(recorded):
         return Path(recorded)
     final = adapters_dir / adapter_name(version)
     if read_manifest(final) is not None:

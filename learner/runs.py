@@ -16,9 +16,8 @@ learner/pipeline.py holds the steps themselves. Nothing to run.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
-import shutil
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,19 +27,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from agent_server.models.base import ModelBackend
-from agent_server.models.deployments import deployment_backend
+from agent_server.models.deployments import deployment_backend, serving_record
 from agent_server.models.factory import build_backend
 from feedback.db import transaction
 from feedback.models import LearnerRun
-from feedback.queries import (
-    active_deployment,
-    create_run,
-    finish_run,
-    get_adapter,
-    get_run,
-    start_run,
-    update_run_step,
-)
+from feedback.queries import create_run, finish_run, get_run, start_run, update_run_step
 from ground.settings import Settings
 from learner.config import LearnerConfig
 from learner.deploy import Deployer, make_deployer, record_failed_deployment
@@ -73,16 +64,11 @@ class Context:
     deployer: Callable[[Settings, Any], Deployer] = make_deployer
     backend: Callable[[Settings], ModelBackend] = build_backend  # what task rollouts run on
     progress: Progress | None = None
-    store: ArtifactStore | None = None  # None: the one `settings.artifacts_url` names
 
-    def __post_init__(self) -> None:
-        if self.store is None:
-            self.store = make_store(self.settings)
-
-    @property
+    @functools.cached_property
     def artifacts(self) -> ArtifactStore:
-        assert self.store is not None
-        return self.store
+        """The store `settings.artifacts_url` names (made when a step first needs it)."""
+        return make_store(self.settings)
 
     def run_dir(self, run_id: int) -> Path:
         """The run's working folder on this host (the stored folder itself when local)."""
@@ -104,13 +90,12 @@ class Context:
                              adapters_dir=self.settings.adapters_dir)  # fmt: skip
 
     def serving_adapter(self) -> tuple[int | None, Path | None]:
-        """(version, local folder) of the adapter now serving; (None, None): the base model."""
+        """(version, local folder) of the adapter now serving; (None, None): the base model.
+        The folder is None if the version has no adapter row."""
         with transaction(self.db) as db:
-            active = active_deployment(db, backend=self.deployment_backend)
-            row = get_adapter(db, version=active.adapter_version) if active else None
-            if active is None or active.adapter_version is None or row is None:
-                return None, None
-            version, recorded = row.version, row.path
+            version, recorded = serving_record(db, backend=self.deployment_backend)
+        if version is None or recorded is None:
+            return version, None
         return version, self.adapter_folder(version, recorded)
 
 
@@ -240,10 +225,6 @@ def skip_run(ctx: Context, run_id: int, step: str, reason: str) -> None:
 
 def save_candidate(ctx: Context, run_id: int, policy: Any) -> None:
     """The trained adapter as run-N/candidate, whole or not at all (a temporary name)."""
-    from learner.train import save_adapter
+    from learner.train import save_whole
 
-    final = ctx.run_dir(run_id) / "candidate"
-    tmp = final.with_name(f".candidate-{uuid.uuid4().hex[:8]}")
-    save_adapter(policy, tmp)
-    shutil.rmtree(final, ignore_errors=True)  # a complete one from an earlier attempt
-    tmp.rename(final)
+    save_whole(policy, ctx.run_dir(run_id) / "candidate")

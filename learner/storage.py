@@ -69,14 +69,12 @@ def _md5(path: Path) -> str:
 
 
 def _files(folder: Path) -> dict[str, Path]:
-    """Relative name -> path of the files under `folder`, temporary names left out."""
+    """Relative name -> path of the files under `folder`; hidden names (`.tmp-*`,
+    `.candidate-*`: what is still being written) left out."""
     if not folder.is_dir():
         return {}
-    return {
-        p.relative_to(folder).as_posix(): p
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and not any(part.startswith((".tmp-", ".candidate-")) for part in p.parts)
-    }
+    found = {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {n: p for n, p in found.items() if not any(x.startswith(".") for x in n.split("/"))}
 
 
 class LocalStore:

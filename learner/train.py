@@ -24,7 +24,9 @@ import contextlib
 import json
 import math
 import random
+import shutil
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -192,12 +194,13 @@ class FeedbackObjective:
                 kls.append(float(kl.detach()))
             tokens, passes = tokens + batch.tokens, passes + 1
         if self.group.world > 1:  # every rank's figures, in rank order
-            parts = self.group.gather((loss, kls, z0s, tokens, passes, rewards, desirable,
-                                       importance))  # fmt: skip
-            loss, tokens, passes = sum(p[0] for p in parts), sum(p[3] for p in parts), sum(
-                p[4] for p in parts)  # fmt: skip
+            ranks = self.group.gather(
+                (loss, tokens, passes, kls, z0s, rewards, desirable, importance)
+            )
+            loss, tokens, passes = (sum(r[i] for r in ranks) for i in range(3))
             kls, z0s, rewards, desirable, importance = (
-                [x for p in parts for x in p[i]] for i in (1, 2, 5, 6, 7))  # fmt: skip
+                [x for r in ranks for x in r[i]] for i in range(3, 8)
+            )
         if result is not None:
             result.tokens += tokens
             result.micro_batches += passes
@@ -260,6 +263,16 @@ def train_policy(
 def save_adapter(policy: PeftModel, out_dir: Path) -> None:
     """Write the adapter in peft format (adapter_config.json + adapter_model.safetensors)."""
     policy.save_pretrained(str(out_dir), safe_serialization=True)
+
+
+def save_whole(policy: PeftModel, final: Path) -> None:
+    """The adapter as `final`, whole or not at all: written under a temporary name beside
+    it (`.NAME-xxxxxxxx`, which the artifact store never moves), then renamed over any
+    complete one an earlier attempt left."""
+    tmp = final.with_name(f".{final.name}-{uuid.uuid4().hex[:8]}")
+    save_adapter(policy, tmp)
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
 
 
 def draw(

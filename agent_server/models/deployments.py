@@ -103,14 +103,29 @@ async def prune(backend: AdapterHost, keep: set[str]) -> list[str]:
     return dropped
 
 
+def is_uri(recorded: str) -> bool:
+    """Whether an `adapters.path` names an object in a store (`s3://...`), not a folder."""
+    return "://" in recorded
+
+
 def adapter_path(recorded: str, version: int, adapters_dir: Path | None) -> Path | None:
     """The folder a model server loads published `version` from: its `adapters.path` when
     that is a folder; for one published to an object store (`s3://...`), `adapters_dir/
     policy-vN`, where the learner's deploy step downloaded it (a volume the model servers
     see at the same path: docs/deploy.md). None when there is no such folder to name."""
-    if "://" not in recorded:
+    if not is_uri(recorded):
         return Path(recorded)
     return adapters_dir / adapter_name(version) if adapters_dir is not None else None
+
+
+def serving_record(db: Session, *, backend: str) -> tuple[int | None, str | None]:
+    """(version, `adapters.path`) of the adapter `backend`'s active deployment names;
+    (None, None): the base model. The path is None if the version has no adapter row."""
+    active = active_deployment(db, backend=backend)
+    if active is None or active.adapter_version is None:
+        return None, None
+    row = get_adapter(db, version=active.adapter_version)
+    return active.adapter_version, (row.path if row is not None else None)
 
 
 def serving_adapter(
@@ -119,12 +134,10 @@ def serving_adapter(
     """(version, folder) of the adapter `backend`'s active deployment names; (None, None):
     the base model. The folder is None if the version has no adapter row (or, published to
     an object store, when no `adapters_dir` is given: `adapter_path`)."""
-    active = active_deployment(db, backend=backend)
-    if active is None or active.adapter_version is None:
-        return None, None
-    row = get_adapter(db, version=active.adapter_version)
-    folder = adapter_path(row.path, row.version, adapters_dir) if row is not None else None
-    return active.adapter_version, folder
+    version, recorded = serving_record(db, backend=backend)
+    if version is None or recorded is None:
+        return version, None
+    return version, adapter_path(recorded, version, adapters_dir)
 
 
 def rollback_to(db: Session, *, backend: str, version: int | None, reason: str) -> Deployment:

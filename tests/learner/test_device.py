@@ -25,7 +25,12 @@ from learner.kto import make_batch
 from learner.train import load_base, make_policy, train_policy
 from tests.learner.synthetic_feedback import make_samples
 
-needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU fallback")
+
+@pytest.fixture
+def no_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch as on a machine without a GPU, whatever this one has: the fallback is checked
+    everywhere (no skip)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +38,7 @@ def samples(dev_tokenizer: Any, base_model: torch.nn.Module) -> list[Any]:
     return make_samples(dev_tokenizer, base_model, 8, seed=3)
 
 
-@needs_no_cuda
-def test_auto_is_the_cpu_in_float32_without_cuda() -> None:
+def test_auto_is_the_cpu_in_float32_without_cuda(no_cuda: None) -> None:
     device = resolve_device("auto")
     assert device == torch.device("cpu")
     assert resolve_dtype("auto", device) is torch.float32
@@ -42,8 +46,7 @@ def test_auto_is_the_cpu_in_float32_without_cuda() -> None:
     assert resolve_dtype("float32", device) is torch.float32
 
 
-@needs_no_cuda
-def test_cuda_without_cuda_is_a_clear_error(dev_model_dir: Path) -> None:
+def test_cuda_without_cuda_is_a_clear_error(no_cuda: None, dev_model_dir: Path) -> None:
     with pytest.raises(ValueError, match="CUDA is not available"):
         resolve_device("cuda")
     with pytest.raises(ValueError, match="CUDA is not available"):

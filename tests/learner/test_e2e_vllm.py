@@ -42,7 +42,7 @@ from learner.pipeline import TASK_STEPS
 from learner.publish import file_digests, read_manifest
 from tests.api.server import TOKEN, RunningServer, start_server
 from tests.fixtures.databases import fresh_pg_database
-from tests.fixtures.vllm import VllmServer
+from tests.fixtures.vllm import VllmServer, unload_policies
 from tests.learner.synth.synth_repo import make_task_repo
 from tests.learner.synthetic_feedback import seed_feedback
 from tests.learner.test_taskcycle import rollout_adapters
@@ -112,14 +112,6 @@ class Stack:
         return next((s for s in run["steps"] if s["name"] == name), None)
 
 
-def _unload_policies(vllm: VllmServer) -> None:
-    data = httpx.get(f"{vllm.base_url}/models", timeout=30).json()["data"]
-    for model in data:
-        if model["id"].startswith("policy-v"):
-            httpx.post(f"{vllm.base_url}/unload_lora_adapter", json={"lora_name": model["id"]},
-                       timeout=30)  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def stack(
     vllm_server: VllmServer, dev_model_dir: Path, _pg_head_template: str,
@@ -127,7 +119,7 @@ def stack(
 ) -> Iterator[Stack]:  # fmt: skip
     tmp = tmp_path_factory.mktemp("e2e")
     queue = f"learner-test-{uuid.uuid4().hex[:8]}"
-    _unload_policies(vllm_server)  # adapter names are global on the shared server
+    unload_policies(vllm_server)  # adapter names are global on the shared server
     with fresh_pg_database(template=_pg_head_template) as pg_url:
         settings = Settings(
             home=tmp / "home", database_url=pg_url, broker_url=REDIS_URL,
@@ -142,7 +134,7 @@ def stack(
         finally:
             server.stop()
             engine.dispose()
-            _unload_policies(vllm_server)
+            unload_policies(vllm_server)
             redis.Redis.from_url(REDIS_URL).delete(queue)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from ground.settings import Settings
 from learner.publish import MANIFEST
 from learner.runs import Context, create_cycle
 from tests.fixtures.s3 import S3Server
-from tests.fixtures.vllm import VllmServer
+from tests.fixtures.vllm import VllmServer, loaded_policies, unload_policies
 from tests.learner.synthetic_feedback import seed_feedback
 from tests.learner.worker import start_worker, wait_for
 
@@ -38,24 +39,22 @@ CONFIG = {
 }
 
 
-def _policies(vllm: VllmServer) -> dict[str, dict[str, Any]]:
-    data = httpx.get(f"{vllm.base_url}/models", timeout=30).json()["data"]
-    return {m["id"]: m for m in data if m["id"].startswith("policy-v")}
-
-
-def _unload_policies(vllm: VllmServer) -> None:  # adapter names are global on the server
-    for name in _policies(vllm):
-        httpx.post(f"{vllm.base_url}/unload_lora_adapter", json={"lora_name": name}, timeout=30)
-
-
 def _ran(log: str) -> set[str]:
     """The learner steps a worker's log says it finished."""
     return set(re.findall(r"Task learner\.(\w+)\[[^\]]+\] succeeded", log))
 
 
+@pytest.fixture
+def no_policies(vllm_server: VllmServer) -> Iterator[None]:
+    """Adapter names are global on the shared server: none before, none left after."""
+    unload_policies(vllm_server)
+    yield
+    unload_policies(vllm_server)
+
+
 def test_a_cycle_alternates_between_two_hosts_through_the_object_store(
-    vllm_server: VllmServer, s3_server: S3Server, pg_head_url: str, dev_model_dir: Path,
-    dev_tokenizer: Any, tmp_path: Path,
+    no_policies: None, vllm_server: VllmServer, s3_server: S3Server, pg_head_url: str,
+    dev_model_dir: Path, dev_tokenizer: Any, tmp_path: Path,
 ) -> None:  # fmt: skip
     bucket = s3_server.new_bucket()
     cpu_queue, accel_queue = (f"learner-{kind}-{uuid.uuid4().hex[:8]}" for kind in "ca")
@@ -74,7 +73,6 @@ def test_a_cycle_alternates_between_two_hosts_through_the_object_store(
 
     engine = make_engine(pg_head_url)
     db = make_sessionmaker(engine)
-    _unload_policies(vllm_server)
     seed_feedback(db, dev_tokenizer, dev_model_dir, 40)
     run_id = create_cycle(Context(settings, db), trigger="test", overrides=CONFIG)
     workers = {
@@ -122,9 +120,8 @@ def test_a_cycle_alternates_between_two_hosts_through_the_object_store(
     assert not (homes["gpu"] / "adapters" / name).exists()  # the trainer never published
     assert (homes["cpu"] / "learner/runs" / f"run-{run_id}/candidate").is_dir()  # pulled
     # vLLM serves what the deploy step downloaded from the bucket on its host.
-    served = _policies(vllm_server)
+    served = loaded_policies(vllm_server)
     assert served[name]["root"] == str((homes["cpu"] / "adapters" / name).resolve())
     reply = httpx.post(f"{vllm_server.base_url}/completions", timeout=60, json={
         "model": name, "prompt": "def add(a, b):", "max_tokens": 4, "temperature": 0})  # fmt: skip
     assert reply.status_code == 200 and reply.json()["model"] == name, reply.text
-    _unload_policies(vllm_server)
