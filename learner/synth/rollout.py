@@ -40,7 +40,7 @@ from agent_server.session.store import Store
 from agent_server.session.turns import Turn
 from feedback.db import transaction
 from feedback.models import RolloutCall, TaskRollout
-from learner.synth.records import TaskRecord, starting_tree
+from learner.synth.records import STYLES, TaskRecord, starting_tree
 from learner.synth.reward import RewardConfig, RewardInputs, reward_terms
 from learner.synth.sandbox import Grade, Sandbox, SandboxConfig
 
@@ -49,7 +49,7 @@ GRACE_S = 30.0  # past the wall budget, the backstop cancels the run
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    statement: Literal["precise", "vague"] = "precise"
+    statement: Literal["located", "precise", "vague"] = "precise"  # statements.py
     step_limit: int = 30
     wall_s: float = 600.0  # the agent run's wall-clock budget (grading comes after)
     max_tokens: int = 1024  # per agent step; lowered to fit the model's window
@@ -61,8 +61,8 @@ class RolloutConfig:
     run_id: int | None = None  # the learner run this rollout belongs to (stored)
 
     def __post_init__(self) -> None:
-        if self.statement not in ("precise", "vague"):
-            raise ValueError(f"statement must be 'precise' or 'vague', got {self.statement!r}")
+        if self.statement not in STYLES:
+            raise ValueError(f"statement must be one of {STYLES}, got {self.statement!r}")
         if self.step_limit < 1 or self.wall_s <= 0 or self.max_tokens < 1:
             raise ValueError("step_limit, wall_s and max_tokens must be positive")
 
@@ -129,9 +129,7 @@ async def run_rollout(
     box = await asyncio.to_thread(Sandbox, files, cfg.sandbox)
     try:
         sink, session_id = await _sink(db, task, str(box.root))
-        text = task.problem_statement if cfg.statement == "precise" else (
-            task.problem_statement_vague or task.problem_statement
-        )  # fmt: skip
+        text = task.statement(cfg.statement) or task.problem_statement
         turn = Turn(backend, box.workspace, cfg.agent_config(), cast(RecordingSink, sink),
                     summarizer=cfg.summarizer)  # fmt: skip
         calls: tuple[RecordedCall, ...] = ()

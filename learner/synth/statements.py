@@ -2,11 +2,15 @@
 
     precise_statement(failing, messages, fix_files)  # names the tests, what they expect, where
     vague_statement(failing, functions, key)  # "something is off with total(), ..."
+    located_statement(precise, patch)  # the precise text + the faulty line(s) of the fix
     difficulty(patch)  # "easy" | "medium" | "hard", from the fix's changed lines and files
 
 The precise text lists the failing tests with their assertion messages and the file(s) the
 fix is expected in; the vague one is what a person would type: a function or topic and a
-symptom, no node ids, no file. A task's `difficulty` is the tier with the precise text;
+symptom, no node ids, no file. The located text is the curriculum's easiest rung: the
+precise text plus the line(s) the reference fix changes, as they read in the starting file
+(or, for a fix that only adds lines, the line they go after) -- where to look, not what to
+write. A task's `difficulty` is the tier with the precise (or located) text;
 `TaskRecord.tier("vague")` is one tier harder.
 """
 
@@ -44,6 +48,26 @@ def precise_statement(
     if fix_files:
         lines += ["", f"The fix belongs in {', '.join(fix_files)} (not in the tests)."]
     return "\n".join(lines)
+
+
+def located_statement(precise: str, patch: str) -> str:
+    """`precise` plus where the bug is: the lines the fix `patch` removes (at most 3)."""
+    removed, anchor = [], ""
+    for line in patch.splitlines():
+        if line.startswith(("---", "+++")):
+            continue
+        if line.startswith("-") and line[1:].strip():
+            removed.append(line[1:].strip())
+        elif line.startswith(" ") and line.strip() and not removed:
+            anchor = line[1:].strip()  # the last context line before the change
+        elif line.startswith("+") and not removed and anchor:
+            return f"{precise}\n\nA line is missing after: `{anchor}`"
+    if not removed:
+        return precise
+    if len(removed) == 1:
+        return f"{precise}\n\nThe faulty line: `{removed[0]}`"
+    shown = "\n".join(f"- `{line}`" for line in removed[:3])
+    return f"{precise}\n\nThe faulty lines:\n{shown}"
 
 
 def vague_statement(failing: Sequence[str], functions: Sequence[str], key: str) -> str:

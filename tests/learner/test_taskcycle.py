@@ -144,9 +144,11 @@ class Oracle(ScriptedModel):
         self.loaded.discard(name)
 
 
-def _run(ctx: Context, repo: Path, tasks_file: Path, oracle: Oracle, kind: str = "tasks") -> Any:
+def _run(
+    ctx: Context, repo: Path, tasks_file: Path, oracle: Oracle, kind: str = "tasks", **more: Any
+) -> Any:
     ctx.backend = lambda settings: oracle
-    tasks = TASKS | {"repo": str(repo), "tasks_file": str(tasks_file)}
+    tasks = TASKS | {"repo": str(repo), "tasks_file": str(tasks_file)} | more
     config = CONFIG | {"kind": kind, "tasks": tasks, "data": {"settle_s": 0.0}}
     run = run_cycle(ctx, create_cycle(ctx, trigger="test", overrides=config))
     return run, {s["name"]: s for s in run.steps}
@@ -229,9 +231,13 @@ def test_no_learning_signal_skips_the_cycle_and_keeps_its_rollouts(
 ) -> None:
     oracle = Oracle(read_tasks(mutations), lambda task, adapter, attempt: False,
                     len(dev_tokenizer))  # fmt: skip
-    run, steps = _run(ctx, repo, mutations, oracle)
+    # the easiest tier, as for a model trained on agent traces: located, no few-shot turns
+    run, steps = _run(ctx, repo, mutations, oracle, statement="located", few_shot=False)
     assert run.status == "skipped" and "no learning signal" in (run.error or ""), run.error
     assert steps["train"]["status"] == "skipped"
+    first = next(c for c in oracle.calls if c.kind == "agent").messages
+    assert [m["role"] for m in first] == ["system", "user"]  # no example turns
+    assert "The faulty line: `" in first[1]["content"] or "is missing after" in first[1]["content"]
     with transaction(ctx.db) as db:
         assert get_run(db, run_id=run.id).adapter_version is None
     assert sum(len(v) for v in rollout_adapters(ctx.db, run.id).values()) >= 1

@@ -12,9 +12,9 @@ from pathlib import Path
 import git
 import pytest
 
-from learner.synth.gitrepo import apply_patch, export_tree
+from learner.synth.gitrepo import apply_patch, export_tree, patch_files
 from learner.synth.mine import MineConfig, MiningError, mine_tasks
-from learner.synth.records import read_tasks, write_tasks
+from learner.synth.records import read_tasks, starting_tree, write_tasks
 from tests.learner.synth.synth_repo import commit, make_repo
 
 TOTAL = ["tests/test_prices.py::test_total", "tests/test_prices.py::test_total_empty"]
@@ -127,3 +127,20 @@ def test_an_interpreter_without_the_dependencies(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "shop")
     with pytest.raises(MiningError, match="no such Python interpreter"):
         mine_tasks(repo.working_tree_dir, python=str(tmp_path / "nopython"))
+
+
+def test_the_located_statement_quotes_the_line_the_fix_changes(mined) -> None:
+    repo, _, tasks, _ = mined
+    for task in tasks:
+        text = task.statement("located")
+        assert text.startswith(task.problem_statement + "\n\n")
+        if task.kind == "revert":  # the fix only adds discount(): the line it goes after
+            assert text.endswith("A line is missing after: `return result`")
+            continue
+        assert "The faulty line: `" in text
+        quoted = text.rpartition("The faulty line: `")[2].removesuffix("`")
+        start = starting_tree(task, repo.working_tree_dir)
+        path = patch_files(task.patch)[0]
+        assert quoted in [line.strip() for line in start[path].splitlines()]
+        removed = [line[1:].strip() for line in task.patch.splitlines() if line[:1] == "-"]
+        assert quoted in removed
