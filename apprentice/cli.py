@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from apprentice.cli_eval import eval_app
-from apprentice.cli_tasks import tasks_app
+from apprentice.cli_tasks import fail, tasks_app
 from apprentice.cli_users import users_app
 from apprentice.prepare import settings_or_exit
 from ground.settings import Settings
@@ -224,6 +224,35 @@ def model_build_dev(
     from agent_server.models.devmodel import run_build_dev
 
     run_build_dev(out or load_settings().dev_model_dir, steps=steps, seed=seed)
+
+
+@model_app.command("build-agent")
+def model_build_agent(
+    base: Annotated[
+        Path | None, typer.Option(help="The dev model to start from (default: build-dev's).")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Output folder (default: agent beside the base).")
+    ] = None,
+    traces: Annotated[int, typer.Option(min=1, help="Oracle agent traces to train on.")] = 2000,
+    steps: Annotated[int, typer.Option(min=1, help="Training steps (4 traces each).")] = 500,
+    seed: Annotated[int, typer.Option(help="Random seed (traces, order, init).")] = 0,
+) -> None:
+    """Continue the dev model's pretraining on oracle agent traces made by the agent loop
+    (one-line bugs of the located tier, from the dev corpus; never a task repository)."""
+    import json
+
+    from learner.synth.pretrain import AgentModelConfig, build_agent_model
+
+    base = base or load_settings().dev_model_dir
+    target = out or base.parent / "agent"
+    try:
+        cfg = AgentModelConfig(base=base, out=target, traces=traces, steps=steps, seed=seed)
+        manifest = build_agent_model(cfg)
+    except ValueError as exc:
+        raise fail(exc) from exc
+    print(f"wrote the agent model to {target.resolve()}")
+    print(json.dumps({k: manifest[k] for k in ("before", "after", "train_traces", "seconds")}))
 
 
 @model_app.command("install")

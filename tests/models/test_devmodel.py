@@ -28,7 +28,7 @@ from agent_server.models.devmodel import (
     corpus,
     read_manifest,
 )
-from agent_server.models.devmodel.build import _write_atomically
+from agent_server.models.devmodel.build import write_atomically
 from tests.fixtures.settings import REPO, run_cli
 
 CONVERSATION = [
@@ -249,7 +249,7 @@ def test_write_atomically_replaces_an_existing_model(tmp_path: Path) -> None:
     (out / "old.txt").write_text("old")
     new.mkdir()
     (new / "config.json").write_text("{}")
-    _write_atomically(new, out)
+    write_atomically(new, out)
     assert sorted(p.name for p in out.iterdir()) == ["config.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dev"]
 

@@ -123,7 +123,7 @@ class BuildResult:
     manifest: dict[str, Any]
 
 
-def _training_rows(files, tokenizer, cfg: DevModelConfig) -> torch.Tensor:
+def training_rows(files, tokenizer, cfg: DevModelConfig) -> torch.Tensor:
     """Seeded mix of code files and chat conversations, packed; one pass covers all steps."""
     budget = cfg.steps * cfg.batch_size * cfg.seq_len
     train_files = [f for f in files if not f.held_out]
@@ -149,7 +149,7 @@ def _training_rows(files, tokenizer, cfg: DevModelConfig) -> torch.Tensor:
     return pack(encode_documents(tokenizer, docs), cfg.seq_len)
 
 
-def _eval_rows(files, tokenizer, cfg: DevModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
+def eval_rows(files, tokenizer, cfg: DevModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """Held-out code rows and held-out chat rows; independent of the seed.
 
     Only standard-library files count: the project's own files change with every commit,
@@ -203,7 +203,7 @@ def _add_compat_fields(config_path: Path) -> None:
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def _write_atomically(tmp: Path, out: Path) -> None:
+def write_atomically(tmp: Path, out: Path) -> None:
     """Swap `tmp` into place at `out`; readers never see a half-written model."""
     old = None
     if out.exists():
@@ -229,7 +229,7 @@ def build_dev_model(cfg: DevModelConfig, console: Console | None = None) -> Buil
     tokenizer = wrap(train_tokenizer(sample, cfg.vocab_size), cfg.context_window)
     console.print(f"tokenizer: byte-level BPE, {len(tokenizer)} tokens")
 
-    eval_code, eval_chat = _eval_rows(files, tokenizer, cfg)
+    eval_code, eval_chat = eval_rows(files, tokenizer, cfg)
     torch.manual_seed(cfg.seed)
     model = LlamaForCausalLM(_model_config(cfg, tokenizer)).float()
     params = sum(p.numel() for p in model.parameters())
@@ -238,7 +238,7 @@ def build_dev_model(cfg: DevModelConfig, console: Console | None = None) -> Buil
 
     train_tokens = 0
     if cfg.steps:
-        rows = _training_rows(files, tokenizer, cfg)
+        rows = training_rows(files, tokenizer, cfg)
         train_tokens = rows.numel()
         tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
         train(model, rows, tcfg, seed=cfg.seed, console=console)
@@ -290,7 +290,7 @@ def build_dev_model(cfg: DevModelConfig, console: Console | None = None) -> Buil
         tmp.chmod(0o755)
         for path in tmp.iterdir():
             path.chmod(0o644)
-        _write_atomically(tmp, out)
+        write_atomically(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

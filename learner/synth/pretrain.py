@@ -1,0 +1,282 @@
+"""The agent model: the dev model continued-pretrained on oracle agent traces.
+
+    apprentice model build-agent [--base DIR] [--out DIR] [--traces N] [--steps N]
+    build_agent_model(AgentModelConfig(base=..., out=...))  # -> the manifest (a dict)
+
+Composer 2's first stage, for the dev model: the whole model (not an adapter) trains on
+traces the product's own harness made (traces.py: an oracle solving one-line bugs of the
+located tier, on modules cut from the dev model's corpus, never from a task repository),
+with the loss on the model's replies only (the prompt is context), plus a small batch of
+the corpus's code rows each step so the model keeps writing code. The manifest
+(`apprentice-agent-model.json`) records what to check before trusting it: the held-out code
+loss before and after (forgetting shows there), the replies' loss on held-out traces, and
+how many held-out traces greedy decoding answers with exactly the oracle's edit. The folder
+is a Hugging Face model folder, as the dev model's, written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+
+from agent_server.models.devmodel import MANIFEST as DEV_MANIFEST
+from agent_server.models.devmodel import corpus
+from agent_server.models.devmodel.build import DevModelConfig, eval_rows, write_atomically
+from agent_server.models.devmodel.train import TrainConfig, evaluate, lr_at
+from learner.synth.traces import Trace, make_traces
+
+MANIFEST = "apprentice-agent-model.json"
+
+
+@dataclass(frozen=True)
+class AgentModelConfig:
+    """What `build_agent_model` builds. Defaults: ~10 minutes on 2 CPU cores."""
+
+    base: Path  # a dev model folder (apprentice model build-dev)
+    out: Path
+    traces: int = 2000  # training traces
+    eval_traces: int = 48  # held-out traces (other modules): loss and exact-answer rate
+    steps: int = 800
+    batch_size: int = 8  # traces per step
+    code_rows: int = 2  # corpus code rows per step (against forgetting)
+    lr: float = 2e-3
+    whole_share: float = 0.3  # rows trained through the finish reply; the rest end after the edit
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.traces < 1 or self.eval_traces < 1:
+            raise ValueError("traces and eval_traces must be >= 1")
+        if self.code_rows < 0:
+            raise ValueError(f"code_rows must be >= 0, got {self.code_rows}")
+        TrainConfig(steps=self.steps, batch_size=self.batch_size, lr=self.lr)
+
+
+def encode(tokenizer: Any, trace: Trace, max_length: int) -> tuple[list[int], list[int]]:
+    """Token ids of the trace and its labels: the ids inside the replies' spans, else -100."""
+    enc = tokenizer(trace.text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, labels = enc["input_ids"], []
+    for token, (start, end) in zip(ids, enc["offset_mapping"], strict=True):
+        inside = any(s <= start and end <= e for s, e in trace.spans) and end > start
+        labels.append(token if inside else -100)
+    return ids[:max_length], labels[:max_length]
+
+
+def _batch(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    width = max(len(ids) for ids, _ in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(rows), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, (row_ids, row_labels) in enumerate(rows):
+        ids[i, : len(row_ids)] = torch.tensor(row_ids)
+        labels[i, : len(row_labels)] = torch.tensor(row_labels)
+        mask[i, : len(row_ids)] = 1
+    return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+
+@torch.no_grad()
+def reply_loss(model: Any, rows: list[tuple[list[int], list[int]]], pad_id: int) -> float:
+    """Mean loss per reply token over `rows`."""
+    model.eval()
+    total, count = 0.0, 0
+    for start in range(0, len(rows), 4):
+        batch = _batch(rows[start : start + 4], pad_id)
+        n = int((batch["labels"][:, 1:] != -100).sum())
+        total += model(**batch).loss.item() * n
+        count += n
+    return total / max(count, 1)
+
+
+@torch.no_grad()
+def exact_edits(model: Any, tokenizer: Any, traces: list[Trace]) -> int:
+    """Held-out traces whose first reply greedy decoding writes exactly (the oracle's edit)."""
+    model.eval()
+    hits = 0
+    for trace in traces:
+        start, end = trace.spans[0]
+        prompt = tokenizer(trace.text[:start], add_special_tokens=False, return_tensors="pt")
+        want = trace.text[start:end]
+        budget = len(tokenizer(want, add_special_tokens=False)["input_ids"]) + 2
+        out = model.generate(**prompt, max_new_tokens=budget, do_sample=False)
+        got = tokenizer.decode(out[0, prompt["input_ids"].shape[1] :], skip_special_tokens=False)
+        hits += got.startswith(want.removesuffix("<|im_end|>").rstrip())
+    return hits
+
+
+def build_agent_model(cfg: AgentModelConfig, console: Console | None = None) -> dict[str, Any]:
+    """Train the agent model into cfg.out (replacing what is there); returns its manifest."""
+    console = console or Console(stderr=True)
+    started = time.perf_counter()
+    base = cfg.base.expanduser().resolve()
+    if not (base / "config.json").is_file():
+        raise ValueError(f"{base} holds no model (no config.json): build the dev model first")
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+    window = int(model.config.max_position_embeddings)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    files = corpus.collect()
+    console.print(f"traces: making {cfg.traces + cfg.eval_traces} through the agent loop")
+    traces = make_traces(tokenizer, count=cfg.traces + cfg.eval_traces, seed=cfg.seed,
+                         context_window=window, files=files)  # fmt: skip
+    if len(traces) < cfg.eval_traces + 1:
+        raise ValueError(f"the corpus gave only {len(traces)} traces")
+    held_paths = {t.path for t in traces[: cfg.eval_traces]}
+    held = traces[: cfg.eval_traces]
+    train_traces = [t for t in traces[cfg.eval_traces :] if t.path not in held_paths]
+    train_rows = [encode(tokenizer, t, window) for t in train_traces]
+    held_rows = [encode(tokenizer, t, window) for t in held]
+    code = eval_rows(files, tokenizer, DevModelConfig(out=cfg.out))[0]
+    code_train = _code_rows(files, tokenizer, cfg)
+
+    before = {
+        "heldout_code_loss": evaluate(model, code),
+        "heldout_reply_loss": reply_loss(model, held_rows, pad_id),
+        "heldout_exact_edits": exact_edits(model, tokenizer, held),
+    }
+    console.print(f"before: {json.dumps({k: round(v, 4) for k, v in before.items()})}")
+    losses = _train(model, train_rows, code_train, cfg, pad_id, console)
+    model = model.to(torch.bfloat16).float()  # measure exactly what is saved
+    after = {
+        "heldout_code_loss": evaluate(model, code),
+        "heldout_reply_loss": reply_loss(model, held_rows, pad_id),
+        "heldout_exact_edits": exact_edits(model, tokenizer, held),
+    }
+    console.print(f"after: {json.dumps({k: round(v, 4) for k, v in after.items()})}")
+    kinds: dict[str, int] = {}
+    for t in train_traces:
+        kinds[t.kind] = kinds.get(t.kind, 0) + 1
+    manifest = {
+        "builder": "apprentice model build-agent",
+        "base": str(base),
+        "base_manifest": json.loads((base / DEV_MANIFEST).read_text())
+        if (base / DEV_MANIFEST).is_file() else None,
+        "train_traces": len(train_rows), "heldout_traces": len(held_rows), "kinds": kinds,
+        "reply_tokens": sum(sum(x != -100 for x in labels) for _, labels in train_rows),
+        "before": before, "after": after, "final_loss": losses[-1] if losses else None,
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(cfg).items()},
+        "seconds": round(time.perf_counter() - started, 1),
+    }  # fmt: skip
+    _save(model, base, cfg.out.expanduser().resolve(), manifest)
+    return manifest
+
+
+def _code_rows(files: list[corpus.SourceFile], tokenizer: Any, cfg: AgentModelConfig):
+    """Code rows from the corpus's training files (as the dev model's pretraining saw)."""
+    if not cfg.code_rows:
+        return None
+    dev = DevModelConfig(out=cfg.out, steps=max(cfg.steps, 1), seed=cfg.seed + 7,
+                         batch_size=cfg.code_rows, chat_fraction=0.0)  # fmt: skip
+    from agent_server.models.devmodel.build import training_rows
+
+    return training_rows(files, tokenizer, dev)
+
+
+def shared_prefix(rows: list[tuple[list[int], list[int]]]) -> int:
+    """Tokens every row starts with (the system prompt), none of them labelled."""
+    first = rows[0][0]
+    n = len(first)
+    for ids, _ in rows[1:]:
+        pairs = enumerate(zip(first, ids, strict=False))
+        n = min(n, next((i for i, (a, b) in pairs if a != b), len(ids)))
+    labelled = [i for i, label in enumerate(rows[0][1]) if label != -100]
+    return max(0, min(n, labelled[0] if labelled else n) - 1)
+
+
+def first_reply_end(labels: list[int]) -> int:
+    """The index just past the first reply's labelled tokens (the edit)."""
+    start = next(i for i, label in enumerate(labels) if label != -100)
+    return next((i for i in range(start, len(labels)) if labels[i] == -100), len(labels))
+
+
+def _step_loss(model, prefix: torch.Tensor, rows, pad_id: int) -> torch.Tensor:
+    """The batch's loss, the shared prefix encoded once without gradients (its keys and
+    values are the same for every row; only the rows' own tokens are trained through)."""
+    with torch.no_grad():
+        cache = model(input_ids=prefix[None], use_cache=True).cache
+    grown = DynamicCache()
+    for i, layer in enumerate(cache.layers):
+        shape = (len(rows), -1, -1, -1)
+        grown.update(layer.keys.expand(*shape).contiguous(),
+                     layer.values.expand(*shape).contiguous(), i)  # fmt: skip
+    batch = _batch(rows, pad_id)
+    ones = torch.ones((len(rows), prefix.shape[0]), dtype=torch.long)
+    mask = torch.cat([ones, batch["attention_mask"]], dim=1)
+    return model(input_ids=batch["input_ids"], labels=batch["labels"], attention_mask=mask,
+                 cache=grown).loss  # fmt: skip
+
+
+def _train(model, rows, code_rows, cfg: AgentModelConfig, pad_id: int, console) -> list[float]:
+    torch.manual_seed(cfg.seed)
+    rng = random.Random(cfg.seed)
+    tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}]
+    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
+    cut = shared_prefix(rows)
+    prefix = torch.tensor(rows[0][0][:cut])
+    order: list[int] = []
+    losses: list[float] = []
+    model.train()
+    bar = Progress(TextColumn("[bold]agent traces[/bold]"), BarColumn(),
+                   TextColumn("{task.completed}/{task.total} steps"),
+                   TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn(),
+                   TimeRemainingColumn(), console=console)  # fmt: skip
+    with bar:
+        task = bar.add_task("train", total=cfg.steps, loss=float("nan"))
+        for step in range(cfg.steps):
+            if len(order) < cfg.batch_size:
+                more = list(range(len(rows)))
+                rng.shuffle(more)
+                order += more
+            picked, order = order[: cfg.batch_size], order[cfg.batch_size :]
+            batch = []
+            for i in picked:  # most rows end after the edit: the finish reply is easy
+                ids, labels = rows[i]
+                end = len(ids) if rng.random() < cfg.whole_share else first_reply_end(labels)
+                batch.append((ids[cut:end], labels[cut:end]))
+            for group in optimizer.param_groups:
+                group["lr"] = lr_at(step, tcfg)
+            loss = _step_loss(model, prefix, batch, pad_id)
+            if code_rows is not None:
+                at = (step * cfg.code_rows) % max(1, code_rows.shape[0] - cfg.code_rows)
+                chunk = code_rows[at : at + cfg.code_rows]
+                loss = loss + 0.5 * model(input_ids=chunk, labels=chunk).loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            losses.append(loss.item())
+            bar.update(task, advance=1, loss=losses[-1])
+    model.eval()
+    return losses
+
+
+def _save(model: Any, base: Path, out: Path, manifest: dict[str, Any]) -> None:
+    """The base's folder (tokenizer, template) with the new weights, swapped in atomically."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        for path in base.iterdir():
+            if path.is_file() and path.name != DEV_MANIFEST and path.suffix != ".safetensors":
+                shutil.copy2(path, tmp / path.name)
+        model.to(torch.bfloat16).save_pretrained(tmp)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+        tmp.chmod(0o755)
+        for path in tmp.iterdir():
+            path.chmod(0o644)
+        write_atomically(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
