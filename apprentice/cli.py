@@ -234,8 +234,8 @@ def model_build_agent(
     out: Annotated[
         Path | None, typer.Option(help="Output folder (default: agent beside the base).")
     ] = None,
-    traces: Annotated[int, typer.Option(min=1, help="Oracle agent traces to train on.")] = 2000,
-    steps: Annotated[int, typer.Option(min=1, help="Training steps (4 traces each).")] = 500,
+    traces: Annotated[int, typer.Option(min=1, help="Oracle agent traces to make.")] = 3000,
+    steps: Annotated[int, typer.Option(min=1, help="Training steps (8 traces each).")] = 700,
     seed: Annotated[int, typer.Option(help="Random seed (traces, order, init).")] = 0,
 ) -> None:
     """Continue the dev model's pretraining on oracle agent traces made by the agent loop

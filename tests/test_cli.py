@@ -137,3 +137,11 @@ def test_db_upgrade_hides_the_database_password(empty_pg_database):
     assert done.returncode == 0, done.stderr  # trust auth ignores the password
     assert "pw-not-needed" not in done.stderr + done.stdout
     assert "***" in done.stderr
+
+
+def test_build_agent_without_a_base_model_is_one_clear_error(tmp_path):
+    done = apprentice("model", "build-agent", "--base", str(tmp_path / "nothing"),
+                      "--out", str(tmp_path / "agent"))  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "error:" in done.stderr and "no config.json" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "agent").exists()
