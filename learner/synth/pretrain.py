@@ -32,8 +32,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from agent_server.models.devmodel import MANIFEST as DEV_MANIFEST
 from agent_server.models.devmodel import corpus
-from agent_server.models.devmodel.build import DevModelConfig, eval_rows, write_atomically
-from agent_server.models.devmodel.train import TrainConfig, evaluate, lr_at
+from agent_server.models.devmodel.build import (
+    DevModelConfig,
+    eval_rows,
+    publish_folder,
+    training_rows,
+)
+from agent_server.models.devmodel.tokenizer import IM_END
+from agent_server.models.devmodel.train import TrainConfig, evaluate, lr_at, param_groups
 from learner.synth.traces import Trace, make_traces
 
 MANIFEST = "apprentice-agent-model.json"
@@ -109,7 +115,7 @@ def exact_edits(model: Any, tokenizer: Any, traces: list[Trace]) -> int:
         budget = len(tokenizer(want, add_special_tokens=False)["input_ids"]) + 2
         out = model.generate(**prompt, max_new_tokens=budget, do_sample=False)
         got = tokenizer.decode(out[0, prompt["input_ids"].shape[1] :], skip_special_tokens=False)
-        hits += got.startswith(want.removesuffix("<|im_end|>").rstrip())
+        hits += got.startswith(want.removesuffix(IM_END).rstrip())
     return hits
 
 
@@ -177,8 +183,6 @@ def _code_rows(files: list[corpus.SourceFile], tokenizer: Any, cfg: AgentModelCo
         return None
     dev = DevModelConfig(out=cfg.out, steps=max(cfg.steps, 1), seed=cfg.seed + 7,
                          batch_size=cfg.code_rows, chat_fraction=0.0)  # fmt: skip
-    from agent_server.models.devmodel.build import training_rows
-
     return training_rows(files, tokenizer, dev)
 
 
@@ -220,10 +224,7 @@ def _train(model, rows, code_rows, cfg: AgentModelConfig, pad_id: int, console) 
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}]
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW(param_groups(model, 0.1), lr=cfg.lr, betas=(0.9, 0.95))
     cut = shared_prefix(rows)
     prefix = torch.tensor(rows[0][0][:cut])
     order: list[int] = []
@@ -273,10 +274,7 @@ def _save(model: Any, base: Path, out: Path, manifest: dict[str, Any]) -> None:
                 shutil.copy2(path, tmp / path.name)
         model.to(torch.bfloat16).save_pretrained(tmp)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        tmp.chmod(0o755)
-        for path in tmp.iterdir():
-            path.chmod(0o644)
-        write_atomically(tmp, out)
+        publish_folder(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

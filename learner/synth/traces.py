@@ -217,12 +217,3 @@ def make_traces(
 
     asyncio.run(run())
     return out
-
-
-def describe(trace: Trace) -> str:
-    """The trace with its trained spans marked, for a person to read."""
-    parts, at = [], 0
-    for start, end in trace.spans:
-        parts += [trace.text[at:start], "<<<", trace.text[start:end], ">>>"]
-        at = end
-    return "".join(parts + [trace.text[at:]])

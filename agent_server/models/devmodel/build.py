@@ -203,6 +203,15 @@ def _add_compat_fields(config_path: Path) -> None:
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
+def publish_folder(tmp: Path, out: Path) -> None:
+    """Make the model folder `tmp` readable by everyone, then swap it in at `out`."""
+    # mkdtemp makes 0700 and safetensors may write 0600; a model is for every local reader.
+    tmp.chmod(0o755)
+    for path in tmp.iterdir():
+        path.chmod(0o644)
+    write_atomically(tmp, out)
+
+
 def write_atomically(tmp: Path, out: Path) -> None:
     """Swap `tmp` into place at `out`; readers never see a half-written model."""
     old = None
@@ -286,11 +295,7 @@ def build_dev_model(cfg: DevModelConfig, console: Console | None = None) -> Buil
         seconds = time.perf_counter() - started
         manifest["seconds"] = round(seconds, 1)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        # mkdtemp makes 0700 and safetensors may write 0600; a model is for every local reader.
-        tmp.chmod(0o755)
-        for path in tmp.iterdir():
-            path.chmod(0o644)
-        write_atomically(tmp, out)
+        publish_folder(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

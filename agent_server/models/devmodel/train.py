@@ -89,7 +89,7 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return floor + (cfg.lr - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def _param_groups(model: PreTrainedModel, weight_decay: float) -> list[dict[str, object]]:
+def param_groups(model: PreTrainedModel, weight_decay: float) -> list[dict[str, object]]:
     # Decay matrices only; norms and biases keep their scale (the usual GPT recipe).
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
@@ -115,7 +115,7 @@ def train(
     torch.manual_seed(seed)
     rng = random.Random(seed)
     optimizer = torch.optim.AdamW(
-        _param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8
+        param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.95), eps=1e-8
     )
     order: list[int] = []
     losses: list[float] = []
