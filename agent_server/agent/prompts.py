@@ -34,27 +34,31 @@ Tools and their args:
 # models copy the shape of a previous reply far better than they follow a description; with
 # SmolLM2-135M the first action went from list_dir/search/finish to edit). Compact JSON, as
 # constrained decoding writes it. Their files are in no bench: an example must not be an answer.
+# Their files sit in folders, as a project's do (with bare names, SmolLM2 dropped the folder
+# from every path it edited); the last one reads like a located statement (statements.py).
 _EXAMPLES = (
     (
-        "Fix the bug in shapes.py: perimeter(w, h) should return 2 * (w + h).",
-        {"shapes.py": "def perimeter(w, h):\n    return w + h\n"},
-        ("perimeter must double the sum", "shapes.py", "    return w + h",
+        "Fix the bug in geo/shapes.py: perimeter(w, h) should return 2 * (w + h).",
+        {"geo/shapes.py": "def perimeter(w, h):\n    return w + h\n"},
+        ("perimeter must double the sum", "geo/shapes.py", "    return w + h",
          "    return 2 * (w + h)"),
     ),
     (
-        "Fix the bug in names.py: initials(first, last) should return first[0] + last[0].",
+        "Fix the bug in people/names.py: initials(first, last) should return first[0] + last[0].",
         {
-            "names.py": 'def full(first, last):\n    return first + " " + last\n\n\n'
+            "people/names.py": 'def full(first, last):\n    return first + " " + last\n\n\n'
             "def initials(first, last):\n    return first[1] + last[1]\n"
         },
-        ("initials must use index 0", "names.py", "    return first[1] + last[1]",
+        ("initials must use index 0", "people/names.py", "    return first[1] + last[1]",
          "    return first[0] + last[0]"),
     ),
     (
-        "Fix the bug in prices.py: total(items) should add up the prices, so total([2, 3]) is 5.",
-        {"prices.py": "def total(items):\n    result = 1\n    for price in items:\n"
-         "        result += price\n    return result\n"},
-        ("the sum must start at 0", "prices.py", "    result = 1", "    result = 0"),
+        "Fix the bug in stats/mean.py: mean([2, 4]) should be 3.\n\n"
+        "The faulty line: `return sum(values) * len(values)`",
+        {"stats/mean.py": 'def mean(values):\n    """The average."""\n'
+         "    return sum(values) * len(values)\n"},
+        ("the sum must be divided by the count", "stats/mean.py",
+         "    return sum(values) * len(values)", "    return sum(values) / len(values)"),
     ),
 )  # fmt: skip
 
