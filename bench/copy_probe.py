@@ -49,36 +49,27 @@ def corpus_lines(held_out: bool) -> list[str]:
 
 
 def copy_row(tokenizer, lines: list[str], rng: random.Random) -> tuple[list[int], list[int]]:
-    """(prompt ids, answer ids): six lines, the faulty one quoted, then `search: "`."""
+    """(ids, labels): six lines, the faulty one quoted, then `search: "`; labels on the copy."""
     shown = rng.sample(lines, CONTEXT_LINES)
     target = rng.choice(shown)
     prompt = "The file:\n" + "\n".join(shown) + f'\nThe faulty line: `{target}`\nsearch: "'
     encode = lambda text: tokenizer(text, add_special_tokens=False).input_ids  # noqa: E731
-    return encode(prompt), encode(target + '"')
-
-
-def batch(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
-    width = max(len(p) + len(a) for p, a in rows)
-    ids = torch.full((len(rows), width), pad_id)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    labels = torch.full((len(rows), width), -100)
-    for i, (prompt, answer) in enumerate(rows):
-        row = prompt + answer
-        ids[i, : len(row)] = torch.tensor(row)
-        mask[i, : len(row)] = 1
-        labels[i, len(prompt) : len(row)] = torch.tensor(answer)
-    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    prompt_ids, answer_ids = encode(prompt), encode(target + '"')
+    return prompt_ids + answer_ids, [-100] * len(prompt_ids) + answer_ids
 
 
 @torch.no_grad()
 def exact_copies(model, rows: list[tuple[list[int], list[int]]], pad_id: int) -> int:
     model.eval()
     right = 0
-    for prompt, answer in rows:
+    for ids, labels in rows:
+        cut = labels.count(-100)  # the prompt, then the labelled copy
+        answer = ids[cut:]
+        prompt = torch.tensor([ids[:cut]])
         out = model.generate(
-            torch.tensor([prompt]), max_new_tokens=len(answer), do_sample=False, pad_token_id=pad_id
+            prompt, max_new_tokens=len(answer), do_sample=False, pad_token_id=pad_id
         )
-        right += out[0, len(prompt) :].tolist() == answer
+        right += out[0, cut:].tolist() == answer
     model.train()
     return right
 
@@ -97,6 +88,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from bench.online_learning import default_model
+    from learner.synth.pretrain import padded_batch
 
     model_dir = (args.model or default_model()).resolve()
     if not (model_dir / "config.json").is_file():
@@ -115,7 +107,7 @@ def main() -> None:
     start = time.monotonic()
     for step in range(1, args.steps + 1):
         rows = [copy_row(tokenizer, train_lines, rng) for _ in range(args.batch)]
-        loss = model(**batch(rows, pad_id)).loss
+        loss = model(**padded_batch(rows, pad_id)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

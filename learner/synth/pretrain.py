@@ -78,7 +78,8 @@ def encode(tokenizer: Any, trace: Trace, max_length: int) -> tuple[list[int], li
     return ids[:max_length], labels[:max_length]
 
 
-def _batch(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+def padded_batch(rows: list[tuple[list[int], list[int]]], pad_id: int) -> dict[str, torch.Tensor]:
+    """(ids, labels) rows right-padded into one batch (bench/copy_probe.py uses it too)."""
     width = max(len(ids) for ids, _ in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     labels = torch.full((len(rows), width), -100, dtype=torch.long)
@@ -96,7 +97,7 @@ def reply_loss(model: Any, rows: list[tuple[list[int], list[int]]], pad_id: int)
     model.eval()
     total, count = 0.0, 0
     for start in range(0, len(rows), 4):
-        batch = _batch(rows[start : start + 4], pad_id)
+        batch = padded_batch(rows[start : start + 4], pad_id)
         n = int((batch["labels"][:, 1:] != -100).sum())
         total += model(**batch).loss.item() * n
         count += n
@@ -213,7 +214,7 @@ def _step_loss(model, prefix: torch.Tensor, rows, pad_id: int) -> torch.Tensor:
         shape = (len(rows), -1, -1, -1)
         grown.update(layer.keys.expand(*shape).contiguous(),
                      layer.values.expand(*shape).contiguous(), i)  # fmt: skip
-    batch = _batch(rows, pad_id)
+    batch = padded_batch(rows, pad_id)
     ones = torch.ones((len(rows), prefix.shape[0]), dtype=torch.long)
     mask = torch.cat([ones, batch["attention_mask"]], dim=1)
     return model(input_ids=batch["input_ids"], labels=batch["labels"], attention_mask=mask,
