@@ -236,6 +236,9 @@ def model_build_agent(
     ] = None,
     traces: Annotated[int, typer.Option(min=1, help="Oracle agent traces to make.")] = 3000,
     steps: Annotated[int, typer.Option(min=1, help="Training steps (8 traces each).")] = 700,
+    copy_steps: Annotated[
+        int, typer.Option(min=0, help="Copy-row steps before the traces (16 rows each).")
+    ] = 1500,
     seed: Annotated[int, typer.Option(help="Random seed (traces, order, init).")] = 0,
 ) -> None:
     """Continue the dev model's pretraining on oracle agent traces made by the agent loop
@@ -247,7 +250,8 @@ def model_build_agent(
     base = base or load_settings().dev_model_dir
     target = out or base.parent / "agent"
     try:
-        cfg = AgentModelConfig(base=base, out=target, traces=traces, steps=steps, seed=seed)
+        cfg = AgentModelConfig(base=base, out=target, traces=traces, steps=steps,
+                               copy_steps=copy_steps, seed=seed)  # fmt: skip
         manifest = build_agent_model(cfg)
     except ValueError as exc:
         raise fail(exc) from exc

@@ -58,22 +58,6 @@ def copy_row(tokenizer, lines: list[str], rng: random.Random) -> tuple[list[int]
     return prompt_ids + answer_ids, [-100] * len(prompt_ids) + answer_ids
 
 
-@torch.no_grad()
-def exact_copies(model, rows: list[tuple[list[int], list[int]]], pad_id: int) -> int:
-    model.eval()
-    right = 0
-    for ids, labels in rows:
-        cut = labels.count(-100)  # the prompt, then the labelled copy
-        answer = ids[cut:]
-        prompt = torch.tensor([ids[:cut]])
-        out = model.generate(
-            prompt, max_new_tokens=len(answer), do_sample=False, pad_token_id=pad_id
-        )
-        right += out[0, cut:].tolist() == answer
-    model.train()
-    return right
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, help="model folder (default: the dev model)")
@@ -88,6 +72,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from bench.online_learning import default_model
+    from learner.synth.copyrows import exact_copies
     from learner.synth.pretrain import padded_batch
 
     model_dir = (args.model or default_model()).resolve()
@@ -105,6 +90,7 @@ def main() -> None:
               "seconds": 0.0}]  # fmt: skip
     print(json.dumps(curve[0]), file=sys.stderr, flush=True)
     start = time.monotonic()
+    model.train()
     for step in range(1, args.steps + 1):
         rows = [copy_row(tokenizer, train_lines, rng) for _ in range(args.batch)]
         loss = model(**padded_batch(rows, pad_id)).loss

@@ -1,17 +1,21 @@
 """The agent model: the dev model continued-pretrained on oracle agent traces.
 
-    apprentice model build-agent [--base DIR] [--out DIR] [--traces N] [--steps N]
+    apprentice model build-agent [--base DIR] [--out DIR] [--traces N] [--steps N] [--copy-steps N]
     build_agent_model(AgentModelConfig(base=..., out=...))  # -> the manifest (a dict)
 
-Composer 2's first stage, for the dev model: the whole model (not an adapter) trains on
-traces the product's own harness made (traces.py: an oracle solving one-line bugs of the
-located tier, on modules cut from the dev model's corpus, never from a task repository),
-with the loss on the model's replies only (the prompt is context), plus a small batch of
-the corpus's code rows each step so the model keeps writing code. The manifest
-(`apprentice-agent-model.json`) records what to check before trusting it: the held-out code
-loss before and after (forgetting shows there), the replies' loss on held-out traces, and
-how many held-out traces greedy decoding answers with exactly the oracle's edit. The folder
-is a Hugging Face model folder, as the dev model's, written atomically.
+Composer 2's first stage, for the dev model, in two parts. First copy rows (copyrows.py: a
+file, its faulty line quoted, the edit action's `path` and `search` copied from them), the
+skill every edit needs and the traces alone do not teach a model this small; then the whole
+model (not an adapter) trains on traces the product's own harness made (traces.py: an oracle
+solving one-line bugs of the located tier, on modules cut from the dev model's corpus, never
+from a task repository), with the loss on the model's replies only (the prompt is context),
+with a few copy rows beside. Both parts add a small batch of the corpus's code rows each
+step so the model keeps writing code. The manifest (`apprentice-agent-model.json`) records
+what to check before trusting it: the held-out code loss before and after (forgetting shows
+there), the replies' loss on held-out traces, how many held-out traces greedy decoding
+answers with exactly the oracle's edit (and with its path and line), and how many held-out
+copy rows it copies exactly. The folder is a Hugging Face model folder, as the dev model's,
+written atomically.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from agent_server.models.devmodel.build import (
 )
 from agent_server.models.devmodel.tokenizer import IM_END
 from agent_server.models.devmodel.train import TrainConfig, evaluate, lr_at, param_groups
+from learner.synth.copyrows import copy_row, corpus_chunks, exact_copies
 from learner.synth.traces import Trace, make_traces
 
 MANIFEST = "apprentice-agent-model.json"
@@ -58,13 +63,20 @@ class AgentModelConfig:
     code_rows: int = 2  # corpus code rows per step (against forgetting)
     lr: float = 2e-3
     whole_share: float = 0.3  # rows trained through the finish reply; the rest end after the edit
+    copy_steps: int = 1500  # copy-row steps before the traces (copyrows.py); 0: none
+    copy_batch: int = 16  # copy rows per copy step
+    copy_lr: float = 1e-3
+    copy_beside: int = 4  # copy rows in each trace step too (the skill is kept)
+    eval_copies: int = 64  # held-out copy rows measured before and after
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.traces < 1 or self.eval_traces < 1:
             raise ValueError("traces and eval_traces must be >= 1")
-        if self.code_rows < 0:
-            raise ValueError(f"code_rows must be >= 0, got {self.code_rows}")
+        if min(self.code_rows, self.copy_steps, self.copy_beside, self.eval_copies) < 0:
+            raise ValueError("code_rows, copy_steps, copy_beside and eval_copies must be >= 0")
+        if self.copy_batch < 1 or self.copy_lr <= 0:
+            raise ValueError("copy_batch must be >= 1 and copy_lr > 0")
         TrainConfig(steps=self.steps, batch_size=self.batch_size, lr=self.lr)
 
 
@@ -105,10 +117,11 @@ def reply_loss(model: Any, rows: list[tuple[list[int], list[int]]], pad_id: int)
 
 
 @torch.no_grad()
-def exact_edits(model: Any, tokenizer: Any, traces: list[Trace]) -> int:
-    """Held-out traces whose first reply greedy decoding writes exactly (the oracle's edit)."""
+def greedy_edits(model: Any, tokenizer: Any, traces: list[Trace]) -> dict[str, int]:
+    """Held-out traces whose first reply greedy decoding writes exactly (the oracle's edit),
+    and those whose reply is right up to `replace` (the right file and line to change)."""
     model.eval()
-    hits = 0
+    exact = located = 0
     for trace in traces:
         start, end = trace.spans[0]
         prompt = tokenizer(trace.text[:start], add_special_tokens=False, return_tensors="pt")
@@ -116,8 +129,9 @@ def exact_edits(model: Any, tokenizer: Any, traces: list[Trace]) -> int:
         budget = len(tokenizer(want, add_special_tokens=False)["input_ids"]) + 2
         out = model.generate(**prompt, max_new_tokens=budget, do_sample=False)
         got = tokenizer.decode(out[0, prompt["input_ids"].shape[1] :], skip_special_tokens=False)
-        hits += got.startswith(want.removesuffix(IM_END).rstrip())
-    return hits
+        exact += got.startswith(want.removesuffix(IM_END).rstrip())
+        located += got.startswith(want.partition('"replace":')[0])
+    return {"heldout_exact_edits": exact, "heldout_located_edits": located}
 
 
 def build_agent_model(cfg: AgentModelConfig, console: Console | None = None) -> dict[str, Any]:
@@ -145,20 +159,22 @@ def build_agent_model(cfg: AgentModelConfig, console: Console | None = None) -> 
     held_rows = [encode(tokenizer, t, window) for t in held]
     code = eval_rows(files, tokenizer, DevModelConfig(out=cfg.out))[0]
     code_train = _code_rows(files, tokenizer, cfg)
+    copies = Copies(tokenizer, files, cfg)
 
-    before = {
-        "heldout_code_loss": evaluate(model, code),
-        "heldout_reply_loss": reply_loss(model, held_rows, pad_id),
-        "heldout_exact_edits": exact_edits(model, tokenizer, held),
-    }
+    def measure() -> dict[str, float]:
+        return {
+            "heldout_code_loss": evaluate(model, code),
+            "heldout_reply_loss": reply_loss(model, held_rows, pad_id),
+            **greedy_edits(model, tokenizer, held),
+            "heldout_exact_copies": exact_copies(model, copies.held, pad_id),
+        }
+
+    before = measure()
     console.print(f"before: {json.dumps({k: round(v, 4) for k, v in before.items()})}")
-    losses = _train(model, train_rows, code_train, cfg, pad_id, console)
+    _copy_warmup(model, copies, code_train, cfg, pad_id, console)
+    losses = _train(model, train_rows, code_train, copies, cfg, pad_id, console)
     model = model.to(torch.bfloat16).float()  # measure exactly what is saved
-    after = {
-        "heldout_code_loss": evaluate(model, code),
-        "heldout_reply_loss": reply_loss(model, held_rows, pad_id),
-        "heldout_exact_edits": exact_edits(model, tokenizer, held),
-    }
+    after = measure()
     console.print(f"after: {json.dumps({k: round(v, 4) for k, v in after.items()})}")
     kinds: dict[str, int] = {}
     for t in train_traces:
@@ -176,6 +192,57 @@ def build_agent_model(cfg: AgentModelConfig, console: Console | None = None) -> 
     }  # fmt: skip
     _save(model, base, cfg.out.expanduser().resolve(), manifest)
     return manifest
+
+
+class Copies:
+    """Copy rows (copyrows.py): a seeded stream from the train files, a held-out set."""
+
+    def __init__(self, tokenizer: Any, files: list[corpus.SourceFile], cfg: AgentModelConfig):
+        self.tokenizer, self.rng = tokenizer, random.Random(cfg.seed + 11)
+        self.train = corpus_chunks(files, held_out=False)
+        held = corpus_chunks(files, held_out=True)
+        self.held = [copy_row(tokenizer, held, random.Random(i)) for i in range(cfg.eval_copies)]
+
+    def rows(self, n: int) -> list[tuple[list[int], list[int]]]:
+        return [copy_row(self.tokenizer, self.train, self.rng) for _ in range(n)]
+
+
+def _progress(label: str, console: Console) -> Progress:
+    return Progress(TextColumn(f"[bold]{label}[/bold]"), BarColumn(),
+                    TextColumn("{task.completed}/{task.total} steps"),
+                    TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn(),
+                    TimeRemainingColumn(), console=console)  # fmt: skip
+
+
+def _code_loss(model, code_rows, step: int, n: int) -> torch.Tensor | float:
+    """Half the loss of `n` corpus code rows (against forgetting), 0 without them."""
+    if code_rows is None:
+        return 0.0
+    at = (step * n) % max(1, code_rows.shape[0] - n)
+    chunk = code_rows[at : at + n]
+    return 0.5 * model(input_ids=chunk, labels=chunk).loss
+
+
+def _copy_warmup(model, copies: Copies, code_rows, cfg: AgentModelConfig, pad_id, console):
+    """cfg.copy_steps steps of copy rows (constant lr, as bench/copy_probe.py measured)."""
+    if not cfg.copy_steps:
+        return
+    torch.manual_seed(cfg.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.copy_lr, weight_decay=0.0)
+    model.train()
+    with _progress("copy rows", console) as bar:
+        task = bar.add_task("copy", total=cfg.copy_steps, loss=float("nan"))
+        for step in range(cfg.copy_steps):
+            loss = model(**padded_batch(copies.rows(cfg.copy_batch), pad_id)).loss
+            total = loss + _code_loss(model, code_rows, step, cfg.code_rows)
+            optimizer.zero_grad(set_to_none=True)
+            total.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            bar.update(task, advance=1, loss=loss.item())
+    model.eval()
+    console.print(f"copy rows: {exact_copies(model, copies.held, pad_id)} of "
+                  f"{len(copies.held)} held-out rows copied exactly")  # fmt: skip
 
 
 def _code_rows(files: list[corpus.SourceFile], tokenizer: Any, cfg: AgentModelConfig):
@@ -221,7 +288,8 @@ def _step_loss(model, prefix: torch.Tensor, rows, pad_id: int) -> torch.Tensor:
                  cache=grown).loss  # fmt: skip
 
 
-def _train(model, rows, code_rows, cfg: AgentModelConfig, pad_id: int, console) -> list[float]:
+def _train(model, rows, code_rows, copies: Copies, cfg: AgentModelConfig, pad_id: int,
+           console) -> list[float]:  # fmt: skip
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
     tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
@@ -231,11 +299,7 @@ def _train(model, rows, code_rows, cfg: AgentModelConfig, pad_id: int, console) 
     order: list[int] = []
     losses: list[float] = []
     model.train()
-    bar = Progress(TextColumn("[bold]agent traces[/bold]"), BarColumn(),
-                   TextColumn("{task.completed}/{task.total} steps"),
-                   TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn(),
-                   TimeRemainingColumn(), console=console)  # fmt: skip
-    with bar:
+    with _progress("agent traces", console) as bar:
         task = bar.add_task("train", total=cfg.steps, loss=float("nan"))
         for step in range(cfg.steps):
             if len(order) < cfg.batch_size:
@@ -251,10 +315,9 @@ def _train(model, rows, code_rows, cfg: AgentModelConfig, pad_id: int, console) 
             for group in optimizer.param_groups:
                 group["lr"] = lr_at(step, tcfg)
             loss = _step_loss(model, prefix, batch, pad_id)
-            if code_rows is not None:
-                at = (step * cfg.code_rows) % max(1, code_rows.shape[0] - cfg.code_rows)
-                chunk = code_rows[at : at + cfg.code_rows]
-                loss = loss + 0.5 * model(input_ids=chunk, labels=chunk).loss
+            loss = loss + _code_loss(model, code_rows, cfg.copy_steps + step, cfg.code_rows)
+            if cfg.copy_beside:
+                loss = loss + model(**padded_batch(copies.rows(cfg.copy_beside), pad_id)).loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

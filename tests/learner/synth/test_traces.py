@@ -99,13 +99,16 @@ def test_build_agent_model_trains_the_whole_model_and_says_how_it_went(
 ) -> None:
     out = tmp_path / "agent"
     cfg = AgentModelConfig(base=dev_model_dir, out=out, traces=6, eval_traces=2, steps=2,
-                           batch_size=2, code_rows=1)  # fmt: skip
+                           batch_size=2, code_rows=1, copy_steps=2, copy_batch=2,
+                           copy_beside=1, eval_copies=2)  # fmt: skip
     manifest = build_agent_model(cfg)
     saved = json.loads((out / MANIFEST).read_text())
     assert saved["train_traces"] == manifest["train_traces"] >= 4
     for side in ("before", "after"):
         assert set(saved[side]) == {"heldout_code_loss", "heldout_reply_loss",
-                                    "heldout_exact_edits"}  # fmt: skip
+                                    "heldout_exact_edits", "heldout_located_edits",
+                                    "heldout_exact_copies"}  # fmt: skip
+        assert 0 <= saved[side]["heldout_exact_copies"] <= 2
     assert saved["after"]["heldout_reply_loss"] < saved["before"]["heldout_reply_loss"]
     assert not (out / DEV_MANIFEST).exists()  # not mistaken for a dev model to rebuild
     assert (out / "tokenizer.json").read_bytes() == (dev_model_dir / "tokenizer.json").read_bytes()

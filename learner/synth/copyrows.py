@@ -1,0 +1,87 @@
+"""Copy rows: the one skill every edit action needs, taught before the agent traces.
+
+    rows = [copy_row(tokenizer, chunks, rng) for _ in range(16)]  # (ids, labels) each
+    exact_copies(model, rows, pad_id)  # how many greedy decoding copies token for token
+
+An edit action copies a path and a line from its prompt into `path` and `search`. A 5M model
+does not learn that from ~1,000 agent traces (docs/tasks.md: 0 of 32 held-out edits exact),
+but it does from a few thousand short rows that are nothing else (bench/copy_probe.py: 0 to
+49 of 100 held-out lines in 2,500 steps). A copy row is shaped like the located tier's first
+turn, without the chat frame: the statement's "The faulty line: `...`", the file shown under
+its path, then the edit action up to `"path":"`; the labels are the path, the line (escaped
+as JSON escapes it) and the closing quote. Chunks come from the dev model's corpus
+(corpus.collect), train rows from its train files and measured rows from its held-out
+files, so a line copied right was never memorized. Used by learner/synth/pretrain.py.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agent_server.models.devmodel import corpus
+
+CHUNK_LINES = (4, 10)  # lines of the file shown
+ACTION = '{"thought":"fix the faulty line","tool":"edit","args":{"path":"'
+
+
+def corpus_chunks(files: list[corpus.SourceFile], held_out: bool) -> list[tuple[str, list[str]]]:
+    """(path, lines) of the corpus's held-out or train files, paths shaped as traces' are."""
+    out = []
+    for f in files:
+        if f.held_out != held_out:
+            continue
+        parts = Path(f.name).parts
+        path = "/".join(parts[-2:]) if len(parts) > 2 else parts[-1]
+        lines = [line for line in f.text.splitlines() if len(line) <= 100]
+        if len(lines) >= CHUNK_LINES[1]:
+            out.append((path, lines))
+    return out
+
+
+def copy_row(tokenizer: Any, chunks: list[tuple[str, list[str]]], rng: random.Random):
+    """(ids, labels) of one copy row: labels on the path, the line and its closing quote."""
+    while True:
+        path, lines = rng.choice(chunks)
+        size = rng.randint(*CHUNK_LINES)
+        at = rng.randrange(len(lines) - size + 1)
+        shown = lines[at : at + size]
+        targets = [s.strip() for s in shown if 8 <= len(s.strip()) <= 70]
+        targets = [t for t in targets if not t.startswith("#")]
+        if targets:
+            break
+    target = rng.choice(targets)
+    body = "\n".join(shown)
+    prompt = (
+        f"The fix belongs in {path} (not in the tests).\n\nThe faulty line: `{target}`\n\n"
+        f"The file {path}:\n```\n{body}\n```\n{ACTION}"
+    )
+    text = prompt + f'{path}","search":{json.dumps(target)}'
+    # One encoding of the whole row, as a trace's is (a token may span the prompt's end).
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids = enc["input_ids"]
+    labels = [t if end > len(prompt) else -100 for t, (_, end) in zip(ids, enc["offset_mapping"],
+              strict=True)]  # fmt: skip
+    return ids, labels
+
+
+@torch.no_grad()
+def exact_copies(model: Any, rows: list[tuple[list[int], list[int]]], pad_id: int) -> int:
+    """Rows whose labelled tail greedy decoding writes token for token."""
+    was_training = model.training
+    model.eval()
+    right = 0
+    for ids, labels in rows:
+        cut = labels.count(-100)  # the prompt, then the labelled copy
+        answer = ids[cut:]
+        prompt = torch.tensor([ids[:cut]])
+        out = model.generate(
+            prompt, max_new_tokens=len(answer), do_sample=False, pad_token_id=pad_id
+        )
+        right += out[0, cut:].tolist() == answer
+    model.train(was_training)
+    return right

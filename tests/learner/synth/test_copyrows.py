@@ -1,0 +1,77 @@
+"""Copy rows (learner/synth/copyrows.py): the agent stage's first part, with the dev model's
+real tokenizer and weights.
+
+.venv/bin/python -m pytest tests/learner/synth/test_copyrows.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from agent_server.models.devmodel.corpus import SourceFile, is_held_out
+from learner.synth.copyrows import ACTION, copy_row, corpus_chunks, exact_copies
+
+LINES = [f"    value_{i} = compute(value_{i - 1}, {i})" for i in range(1, 17)]
+LINES[7] = '    return "hello " + name  # a quote to escape'
+
+
+def _file(held_out: bool) -> SourceFile:
+    for i in range(1000):
+        name = f"stdlib/pkg/mod{i}.py"
+        if is_held_out(name) == held_out:
+            return SourceFile(name, "\n".join(LINES) + "\n")
+    raise AssertionError("no name found")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(dev_model_dir: Path):
+    return AutoTokenizer.from_pretrained(dev_model_dir)
+
+
+def test_a_copy_row_labels_the_path_and_the_faulty_line_as_the_edit_action_writes_them(
+    tokenizer,
+) -> None:
+    chunks = corpus_chunks([_file(False), _file(True)], held_out=False)
+    assert [path for path, _ in chunks] == ["pkg/" + _file(False).name.rsplit("/", 1)[1]]
+    path = chunks[0][0]
+    seen_quote = False
+    for seed in range(100):
+        ids, labels = copy_row(tokenizer, chunks, random.Random(seed))
+        text = tokenizer.decode(ids)
+        prompt, _, answer = text.partition(ACTION)
+        target = prompt.split("The faulty line: `", 1)[1].split("`\n", 1)[0]
+        assert answer == f'{path}","search":{json.dumps(target)}'
+        assert f"The file {path}:" in prompt and target in prompt.split("```", 1)[1]
+        labelled = tokenizer.decode([t for t in labels if t != -100])
+        assert labelled.endswith(answer[1:]) and labels[0] == -100
+        assert len(labelled) <= len(answer) + 4  # the tail only, not the prompt
+        seen_quote |= '\\"hello' in answer
+    assert seen_quote  # a line with a quote is copied escaped, as JSON needs it
+
+
+def test_held_out_files_give_only_held_out_chunks() -> None:
+    files = [_file(False), _file(True)]
+    held = corpus_chunks(files, held_out=True)
+    assert len(held) == 1 and held[0][0] != corpus_chunks(files, held_out=False)[0][0]
+
+
+def test_exact_copies_counts_a_row_only_when_greedy_decoding_writes_its_whole_tail(
+    tokenizer, dev_model_dir: Path
+) -> None:
+    model = AutoModelForCausalLM.from_pretrained(dev_model_dir, dtype=torch.float32)
+    ids, labels = copy_row(tokenizer, corpus_chunks([_file(False)], False), random.Random(0))
+    cut = labels.count(-100)
+    greedy = model.generate(torch.tensor([ids[:cut]]), max_new_tokens=5, do_sample=False,
+                            pad_token_id=0)[0, cut:].tolist()  # fmt: skip
+    written = (ids[:cut] + greedy, [-100] * cut + greedy)
+    other = [(greedy[0] + 1) % len(tokenizer)] + greedy[1:]
+    wrong = (ids[:cut] + other, [-100] * cut + other)
+    model.train()
+    assert exact_copies(model, [written, wrong], pad_id=0) == 1
+    assert model.training  # left as it was found
