@@ -9,9 +9,11 @@ but it does from a few thousand short rows that are nothing else (bench/copy_pro
 49 of 100 held-out lines in 2,500 steps). A copy row is shaped like the located tier's first
 turn, without the chat frame: the statement's "The faulty line: `...`", the file shown under
 its path, then the edit action up to `"path":"`; the labels are the path, the line (escaped
-as JSON escapes it) and the closing quote. Chunks come from the dev model's corpus
-(corpus.collect), train rows from its train files and measured rows from its held-out
-files, so a line copied right was never memorized. Used by learner/synth/pretrain.py.
+as JSON escapes it) and what follows it up to the `replace` value (the agent model's
+replies sometimes closed the action after `search` when the labels stopped at its quote).
+Chunks come from the dev model's corpus (corpus.collect), train rows from its train files
+and measured rows from its held-out files, so a line copied right was never memorized.
+Used by learner/synth/pretrain.py.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def copy_row(tokenizer: Any, chunks: list[tuple[str, list[str]]], rng: random.Ra
         f"The fix belongs in {path} (not in the tests).\n\nThe faulty line: `{target}`\n\n"
         f"The file {path}:\n```\n{body}\n```\n{ACTION}"
     )
-    text = prompt + f'{path}","search":{json.dumps(target)}'
+    text = prompt + f'{path}","search":{json.dumps(target)},"replace":"'
     # One encoding of the whole row, as a trace's is (a token may span the prompt's end).
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids = enc["input_ids"]

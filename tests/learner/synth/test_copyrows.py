@@ -46,7 +46,7 @@ def test_a_copy_row_labels_the_path_and_the_faulty_line_as_the_edit_action_write
         text = tokenizer.decode(ids)
         prompt, _, answer = text.partition(ACTION)
         target = prompt.split("The faulty line: `", 1)[1].split("`\n", 1)[0]
-        assert answer == f'{path}","search":{json.dumps(target)}'
+        assert answer == f'{path}","search":{json.dumps(target)},"replace":"'
         assert f"The file {path}:" in prompt and target in prompt.split("```", 1)[1]
         labelled = tokenizer.decode([t for t in labels if t != -100])
         assert labelled.endswith(answer[1:]) and labels[0] == -100
