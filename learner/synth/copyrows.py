@@ -45,8 +45,10 @@ def corpus_chunks(files: list[corpus.SourceFile], held_out: bool) -> list[tuple[
     return out
 
 
-def copy_row(tokenizer: Any, chunks: list[tuple[str, list[str]]], rng: random.Random):
-    """(ids, labels) of one copy row: labels on the path, the line and its closing quote."""
+def copy_row(
+    tokenizer: Any, chunks: list[tuple[str, list[str]]], rng: random.Random
+) -> tuple[list[int], list[int]]:
+    """(ids, labels) of one copy row: labels on the path, the line and `,"replace":"`."""
     while True:
         path, lines = rng.choice(chunks)
         size = rng.randint(*CHUNK_LINES)
@@ -65,9 +67,8 @@ def copy_row(tokenizer: Any, chunks: list[tuple[str, list[str]]], rng: random.Ra
     text = prompt + f'{path}","search":{json.dumps(target)},"replace":"'
     # One encoding of the whole row, as a trace's is (a token may span the prompt's end).
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-    ids = enc["input_ids"]
-    labels = [t if end > len(prompt) else -100 for t, (_, end) in zip(ids, enc["offset_mapping"],
-              strict=True)]  # fmt: skip
+    ids, offsets = enc["input_ids"], enc["offset_mapping"]
+    labels = [t if end > len(prompt) else -100 for t, (_, end) in zip(ids, offsets, strict=True)]
     return ids, labels
 
 
