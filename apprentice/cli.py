@@ -239,10 +239,18 @@ def model_build_agent(
     copy_steps: Annotated[
         int, typer.Option(min=0, help="Copy-row steps before the traces (16 rows each).")
     ] = 1500,
+    statement: Annotated[
+        str,
+        typer.Option(
+            help="The tier of the traces and copy rows: dictated (the faulty line "
+            "and what it should read) or located (the faulty line only)."
+        ),
+    ] = "dictated",
     seed: Annotated[int, typer.Option(help="Random seed (traces, order, init).")] = 0,
 ) -> None:
     """Continue the dev model's pretraining on oracle agent traces made by the agent loop
-    (one-line bugs of the located tier, from the dev corpus; never a task repository)."""
+    (one-line bugs of the dictated or located tier, from the dev corpus; never a task
+    repository)."""
     import json
 
     from learner.synth.pretrain import AgentModelConfig, build_agent_model
@@ -251,7 +259,7 @@ def model_build_agent(
     target = out or base.parent / "agent"
     try:
         cfg = AgentModelConfig(base=base, out=target, traces=traces, steps=steps,
-                               copy_steps=copy_steps, seed=seed)  # fmt: skip
+                               copy_steps=copy_steps, statement=statement, seed=seed)  # fmt: skip
         manifest = build_agent_model(cfg)
     except ValueError as exc:
         raise fail(exc) from exc

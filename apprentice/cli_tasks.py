@@ -177,8 +177,9 @@ def eval_tasks(
     statement: Annotated[
         str,
         typer.Option(
-            help="located: also quotes the faulty line; precise: names the failing tests "
-            "and the file; vague: as a person types."
+            help="dictated: also says what a one-line fix's line should read; located: "
+            "also quotes the faulty line; precise: names the failing tests and the file; "
+            "vague: as a person types."
         ),
     ] = "precise",
     steps: Annotated[int, typer.Option(min=1, help="Agent steps per rollout at most.")] = 30,

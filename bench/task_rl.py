@@ -126,7 +126,9 @@ def main() -> None:
     parser.add_argument("--wall-s", type=float, default=120.0, help="per rollout")
     parser.add_argument("--max-tokens", type=int, default=256, help="per agent step")
     parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--statement", choices=["located", "precise", "vague"], default="precise")
+    parser.add_argument(
+        "--statement", choices=["dictated", "located", "precise", "vague"], default="precise"
+    )
     parser.add_argument(
         "--no-few-shot",
         action="store_true",

@@ -81,11 +81,12 @@ class TasksConfig(Frozen):
     eval_samples: int = Field(
         default=2, ge=1, description="Rollouts per held-out task, for each adapter."
     )
-    statement: Literal["located", "precise", "vague"] = Field(
+    statement: Literal["dictated", "located", "precise", "vague"] = Field(
         default="precise",
-        description="Which problem statement the agent is given: located (the precise text "
-        "and the faulty line: the easiest tier), precise (the failing tests and the file), "
-        "vague (as a person types it).",
+        description="Which problem statement the agent is given: dictated (the located text "
+        "and what a one-line fix's line should read: the easiest tier), located (the precise "
+        "text and the faulty line), precise (the failing tests and the file), vague (as a "
+        "person types it).",
     )
     few_shot: bool = Field(
         default=True,

@@ -1,6 +1,7 @@
 """Copy rows: the one skill every edit action needs, taught before the agent traces.
 
     rows = [copy_row(tokenizer, chunks, rng) for _ in range(16)]  # (ids, labels) each
+    copy_row(tokenizer, chunks, rng, dictated=True)  # the dictated tier's row
     exact_copies(model, rows, pad_id)  # how many greedy decoding copies token for token
 
 An edit action copies a path and a line from its prompt into `path` and `search`. A 5M model
@@ -11,6 +12,10 @@ turn, without the chat frame: the statement's "The faulty line: `...`", the file
 its path, then the edit action up to `"path":"`; the labels are the path, the line (escaped
 as JSON escapes it) and what follows it up to the `replace` value (the agent model's
 replies sometimes closed the action after `search` when the labels stopped at its quote).
+A dictated row (the dictated tier's first turn) shows the file with a slip in the line (an
+operator, comparison, boolean or number changed, as mutate.py's kinds change them), quotes
+the slipped line and then the line as it should read; its labels run on through the whole
+action: the path, the slipped line as `search`, the right one as `replace`, and `"}}`.
 Chunks come from the dev model's corpus (corpus.collect), train rows from its train files
 and measured rows from its held-out files, so a line copied right was never memorized.
 Used by learner/synth/pretrain.py.
@@ -29,6 +34,12 @@ from agent_server.models.devmodel import corpus
 
 CHUNK_LINES = (4, 10)  # lines of the file shown
 ACTION = '{"thought":"fix the faulty line","tool":"edit","args":{"path":"'
+# Slips a dictated row puts in its line: each pattern's match becomes its partner.
+SLIPS = (
+    ("==", "!="), ("!=", "=="), ("<=", "<"), (">=", ">"), (" < ", " <= "), (" > ", " >= "),
+    (" + ", " - "), (" - ", " + "), (" * ", " + "), (" and ", " or "), (" or ", " and "),
+    ("True", "False"), ("False", "True"), ("0", "1"), ("1", "2"),
+)  # fmt: skip
 
 
 def corpus_chunks(files: list[corpus.SourceFile], held_out: bool) -> list[tuple[str, list[str]]]:
@@ -45,10 +56,25 @@ def corpus_chunks(files: list[corpus.SourceFile], held_out: bool) -> list[tuple[
     return out
 
 
+def slip(line: str, rng: random.Random) -> str | None:
+    """The line with one slip (SLIPS) at a random place it can go, None where none can."""
+    found = [(i, old, new) for old, new in SLIPS for i in _places(line, old)]
+    if not found:
+        return None
+    i, old, new = rng.choice(found)
+    return line[:i] + new + line[i + len(old) :]
+
+
+def _places(line: str, old: str) -> list[int]:
+    return [i for i in range(len(line)) if line.startswith(old, i)]
+
+
 def copy_row(
-    tokenizer: Any, chunks: list[tuple[str, list[str]]], rng: random.Random
-) -> tuple[list[int], list[int]]:
-    """(ids, labels) of one copy row: labels on the path, the line and `,"replace":"`."""
+    tokenizer: Any, chunks: list[tuple[str, list[str]]], rng: random.Random,
+    dictated: bool = False,
+) -> tuple[list[int], list[int]]:  # fmt: skip
+    """(ids, labels) of one copy row: labels on the path, the line and `,"replace":"` (a
+    dictated row: on through the right line and `"}}`)."""
     while True:
         path, lines = rng.choice(chunks)
         size = rng.randint(*CHUNK_LINES)
@@ -56,15 +82,21 @@ def copy_row(
         shown = lines[at : at + size]
         targets = [s.strip() for s in shown if 8 <= len(s.strip()) <= 70]
         targets = [t for t in targets if not t.startswith("#")]
+        if dictated:
+            targets = [t for t in targets if any(old in t for old, _ in SLIPS)]
         if targets:
             break
-    target = rng.choice(targets)
-    body = "\n".join(shown)
+    right = rng.choice(targets)
+    target = slip(right, rng) if dictated else right
+    assert target is not None
+    body = "\n".join(s.replace(right, target) if s.strip() == right else s for s in shown)
+    told = f"\nIt should read: `{right}`" if dictated else ""
     prompt = (
-        f"The fix belongs in {path} (not in the tests).\n\nThe faulty line: `{target}`\n\n"
-        f"The file {path}:\n```\n{body}\n```\n{ACTION}"
+        f"The fix belongs in {path} (not in the tests).\n\nThe faulty line: `{target}`{told}"
+        f"\n\nThe file {path}:\n```\n{body}\n```\n{ACTION}"
     )
-    text = prompt + f'{path}","search":{json.dumps(target)},"replace":"'
+    tail = json.dumps(right) + "}}" if dictated else '"'
+    text = prompt + f'{path}","search":{json.dumps(target)},"replace":{tail}'
     # One encoding of the whole row, as a trace's is (a token may span the prompt's end).
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids, offsets = enc["input_ids"], enc["offset_mapping"]

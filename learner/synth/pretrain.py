@@ -4,11 +4,11 @@
     build_agent_model(AgentModelConfig(base=..., out=...))  # -> the manifest (a dict)
 
 Composer 2's first stage, for the dev model, in two parts. First copy rows (copyrows.py: a
-file, its faulty line quoted, the edit action's `path` and `search` copied from them), the
-skill every edit needs and the traces alone do not teach a model this small; then the whole
-model (not an adapter) trains on traces the product's own harness made (traces.py: an oracle
-solving one-line bugs of the located tier, on modules cut from the dev model's corpus, never
-from a task repository), with the loss on the model's replies only (the prompt is context),
+file, its faulty line quoted -- and, in the dictated tier, the line it should be -- the edit
+action copied from them), the skill every edit needs and the traces alone do not teach a
+model this small; then the whole model (not an adapter) trains on traces the product's own
+harness made (traces.py: an oracle solving one-line bugs of the dictated tier by default, or
+the located one, on modules cut from the dev model's corpus, never from a task repository), with the loss on the model's replies only (the prompt is context),
 with a few copy rows beside. Both parts add a small batch of the corpus's code rows each
 step so the model keeps writing code. The manifest (`apprentice-agent-model.json`) records
 what to check before trusting it: the held-out code loss before and after (forgetting shows
@@ -62,6 +62,7 @@ class AgentModelConfig:
     batch_size: int = 8  # traces per step
     code_rows: int = 2  # corpus code rows per step (against forgetting)
     lr: float = 2e-3
+    statement: str = "dictated"  # the traces' and copy rows' tier: "dictated" or "located"
     whole_share: float = 0.3  # rows trained through the finish reply; the rest end after the edit
     copy_steps: int = 1500  # copy-row steps before the traces (copyrows.py); 0: none
     copy_batch: int = 16  # copy rows per copy step
@@ -75,6 +76,8 @@ class AgentModelConfig:
             raise ValueError("traces and eval_traces must be >= 1")
         if min(self.code_rows, self.copy_steps, self.copy_beside, self.eval_copies) < 0:
             raise ValueError("code_rows, copy_steps, copy_beside and eval_copies must be >= 0")
+        if self.statement not in ("dictated", "located"):
+            raise ValueError(f"statement must be dictated or located, not {self.statement!r}")
         if self.copy_batch < 1 or self.copy_lr <= 0:
             raise ValueError("copy_batch must be >= 1 and copy_lr > 0")
         TrainConfig(steps=self.steps, batch_size=self.batch_size, lr=self.lr)
@@ -149,7 +152,7 @@ def build_agent_model(cfg: AgentModelConfig, console: Console | None = None) -> 
     files = corpus.collect()
     console.print(f"traces: making {cfg.traces + cfg.eval_traces} through the agent loop")
     traces = make_traces(tokenizer, count=cfg.traces + cfg.eval_traces, seed=cfg.seed,
-                         context_window=window, files=files)  # fmt: skip
+                         context_window=window, files=files, statement=cfg.statement)  # fmt: skip
     if len(traces) < cfg.eval_traces + 1:
         raise ValueError(f"the corpus gave only {len(traces)} traces")
     held_paths = {t.path for t in traces[: cfg.eval_traces]}
@@ -199,12 +202,14 @@ class Copies:
 
     def __init__(self, tokenizer: Any, files: list[corpus.SourceFile], cfg: AgentModelConfig):
         self.tokenizer, self.rng = tokenizer, random.Random(cfg.seed + 11)
+        self.dictated = cfg.statement == "dictated"
         self.train = corpus_chunks(files, held_out=False)
         held = corpus_chunks(files, held_out=True)
-        self.held = [copy_row(tokenizer, held, random.Random(i)) for i in range(cfg.eval_copies)]
+        self.held = [copy_row(tokenizer, held, random.Random(i), self.dictated)
+                     for i in range(cfg.eval_copies)]  # fmt: skip
 
     def rows(self, n: int) -> list[tuple[list[int], list[int]]]:
-        return [copy_row(self.tokenizer, self.train, self.rng) for _ in range(n)]
+        return [copy_row(self.tokenizer, self.train, self.rng, self.dictated) for _ in range(n)]
 
 
 def _progress(label: str, console: Console) -> Progress:
@@ -249,7 +254,8 @@ def _code_rows(files: list[corpus.SourceFile], tokenizer: Any, cfg: AgentModelCo
     """Code rows from the corpus's training files (as the dev model's pretraining saw)."""
     if not cfg.code_rows:
         return None
-    dev = DevModelConfig(out=cfg.out, steps=max(cfg.steps, 1), seed=cfg.seed + 7,
+    # Enough rows for both parts, so none is seen twice.
+    dev = DevModelConfig(out=cfg.out, steps=max(cfg.copy_steps + cfg.steps, 1), seed=cfg.seed + 7,
                          batch_size=cfg.code_rows, chat_fraction=0.0)  # fmt: skip
     return training_rows(files, tokenizer, dev)
 

@@ -25,7 +25,7 @@ from typing import Any
 
 KINDS = ("revert", "mutate")
 DIFFICULTIES = ("easy", "medium", "hard")
-STYLES = ("located", "precise", "vague")  # easiest first
+STYLES = ("dictated", "located", "precise", "vague")  # easiest first
 TEST_COMMAND = [
     "python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "--continue-on-collection-errors",
     "--rootdir=.",
@@ -71,13 +71,15 @@ class TaskRecord:
             raise RecordError(f"task {self.instance_id!r}: " + "; ".join(problems))
 
     def statement(self, style: str = "precise") -> str:
-        """The problem statement in a style: "located", "precise" or "vague" (statements.py)."""
+        """The problem statement in a style: "dictated", "located", "precise" or "vague"
+        (statements.py)."""
         if style not in STYLES:
             raise ValueError(f"style must be one of {STYLES}, not {style!r}")
-        if style == "located":
-            from learner.synth.statements import located_statement
+        if style in ("dictated", "located"):
+            from learner.synth.statements import dictated_statement, located_statement
 
-            return located_statement(self.problem_statement, self.patch)
+            write = dictated_statement if style == "dictated" else located_statement
+            return write(self.problem_statement, self.patch)
         return self.problem_statement if style == "precise" else self.problem_statement_vague
 
     def tier(self, style: str = "precise") -> str:

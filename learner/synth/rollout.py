@@ -49,7 +49,7 @@ GRACE_S = 30.0  # past the wall budget, the backstop cancels the run
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    statement: Literal["located", "precise", "vague"] = "precise"  # statements.py
+    statement: Literal["dictated", "located", "precise", "vague"] = "precise"  # statements.py
     step_limit: int = 30
     wall_s: float = 600.0  # the agent run's wall-clock budget (grading comes after)
     max_tokens: int = 1024  # per agent step; lowered to fit the model's window

@@ -3,6 +3,7 @@
     precise_statement(failing, messages, fix_files)  # names the tests, what they expect, where
     vague_statement(failing, functions, key)  # "something is off with total(), ..."
     located_statement(precise, patch)  # the precise text + the faulty line(s) of the fix
+    dictated_statement(precise, patch)  # located + what a one-line fix's line should read
     difficulty(patch)  # "easy" | "medium" | "hard", from the fix's changed lines and files
 
 The precise text lists the failing tests with their assertion messages and the file(s) the
@@ -10,7 +11,10 @@ fix is expected in; the vague one is what a person would type: a function or top
 symptom, no node ids, no file. The located text is the curriculum's easiest rung: the
 precise text plus the line(s) the reference fix changes, as they read in the starting file
 (or, for a fix that only adds lines, the line they go after) -- where to look, not what to
-write. A task's `difficulty` is the tier with the precise (or located) text;
+write. The dictated text is the rung below it, the request a person makes who knows the fix
+("the faulty line: `x < 0`, it should read: `x <= 0`"): for a fix that rewrites one line, the
+located text plus that line as the fix writes it; for any other fix, the located text. A
+task's `difficulty` is the tier with the precise (or located) text;
 `TaskRecord.tier("vague")` is one tier harder.
 """
 
@@ -68,6 +72,17 @@ def located_statement(precise: str, patch: str) -> str:
         return f"{precise}\n\nThe faulty line: `{removed[0]}`"
     shown = "\n".join(f"- `{line}`" for line in removed[:3])
     return f"{precise}\n\nThe faulty lines:\n{shown}"
+
+
+def dictated_statement(precise: str, patch: str) -> str:
+    """The located text plus, when `patch` rewrites exactly one line, what it should read."""
+    located = located_statement(precise, patch)
+    body = [ln for ln in patch.splitlines() if not ln.startswith(("---", "+++"))]
+    removed = [ln[1:].strip() for ln in body if ln.startswith("-")]
+    added = [ln[1:].strip() for ln in body if ln.startswith("+")]
+    if len(removed) != 1 or len(added) != 1 or not removed[0] or not added[0]:
+        return located
+    return f"{located}\nIt should read: `{added[0]}`"
 
 
 def vague_statement(failing: Sequence[str], functions: Sequence[str], key: str) -> str:

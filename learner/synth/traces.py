@@ -9,7 +9,8 @@ model's own training corpus (agent_server/models/devmodel/corpus.py: the standar
 and this repository at its pinned commit, held-out files and `tests/` left out), one
 single-line mutation (learner/synth/mutate.py: operator, comparison, boolean, constant,
 negate, swapped arguments), a located statement (statements.located_statement: failing
-tests, the file, the faulty line) and a test file beside it. The **real** agent loop
+tests, the file, the faulty line; or the dictated one, which adds what the line should
+read) and a test file beside it. The **real** agent loop
 (session.turns.Turn: prompts, few-shot turns, shown files, the edit applier, autonomous
 mode) runs on it in a temporary LocalWorkspace with `OracleModel`, a ScriptedModel that
 counts tokens with the dev tokenizer and answers with the oracle's actions: an edit that
@@ -46,7 +47,7 @@ from agent_server.models.devmodel.tokenizer import IM_END
 from agent_server.session.turns import Turn
 from learner.synth.mutate import mutations
 from learner.synth.rollout import RolloutConfig
-from learner.synth.statements import located_statement, precise_statement
+from learner.synth.statements import dictated_statement, located_statement, precise_statement
 
 # Mutations whose fix is one line rewritten in place (the located tier's shape).
 ONE_LINE_KINDS = frozenset({"operator", "comparison", "boolean", "constant", "negate", "swap_args"})
@@ -143,7 +144,7 @@ def _test_file(case: _Case) -> tuple[str, str, str]:
     return path, text, f"{path}::test_{name.strip('_')}"
 
 
-def _statement(case: _Case, nodeid: str, rng: random.Random) -> str:
+def _statement(case: _Case, nodeid: str, rng: random.Random, style: str) -> str:
     a, b = rng.randrange(10), rng.randrange(10, 20)
     message = rng.choice(["", f"AssertionError: assert {a} == {b}", "AssertionError"])
     precise = precise_statement([nodeid], {nodeid: message}, [case.path])
@@ -153,7 +154,8 @@ def _statement(case: _Case, nodeid: str, rng: random.Random) -> str:
             f"a/{case.path}", f"b/{case.path}",
         )
     )  # fmt: skip
-    return located_statement(precise, patch)
+    write = dictated_statement if style == "dictated" else located_statement
+    return write(precise, patch)
 
 
 def _action(thought: str, tool: str, args: dict[str, str]) -> str:
@@ -161,10 +163,10 @@ def _action(thought: str, tool: str, args: dict[str, str]) -> str:
 
 
 async def _trace(
-    case: _Case, tokenizer: Any, window: int, rng: random.Random, few_shot: bool
+    case: _Case, tokenizer: Any, window: int, rng: random.Random, few_shot: bool, style: str
 ) -> Trace | None:
     test_path, test_text, nodeid = _test_file(case)
-    statement = _statement(case, nodeid, rng)
+    statement = _statement(case, nodeid, rng, style)
     edit = {"path": case.path, "search": case.bad_line, "replace": case.good_line}
     replies = [
         _action("fix the faulty line", "edit", edit),
@@ -177,7 +179,7 @@ async def _trace(
             (root / path).parent.mkdir(parents=True, exist_ok=True)
             (root / path).write_text(text, encoding="utf-8")
         agent = AgentConfig(few_shot=few_shot)
-        config = RolloutConfig(statement="located", step_limit=4, agent=agent).agent_config()
+        config = RolloutConfig(statement=style, step_limit=4, agent=agent).agent_config()
         turn = Turn(oracle, LocalWorkspace(root), config, InMemorySink())  # type: ignore[arg-type]
         result = await turn.run(statement)
         fixed = (root / case.path).read_text(encoding="utf-8")
@@ -199,17 +201,21 @@ async def _trace(
 def make_traces(
     tokenizer: Any, *, count: int, seed: int = 0, context_window: int = 2048,
     files: Sequence[corpus.SourceFile] | None = None, few_shot: bool = False,
+    statement: str = "located",
 ) -> list[Trace]:  # fmt: skip
     """Up to `count` traces (fewer when the corpus runs out), in a seeded order. Without
     the few-shot turns by default: a model trained on traces needs no examples, and its
-    prompts are a third as long (AgentConfig.few_shot; tasks.few_shot in a task cycle)."""
+    prompts are a third as long (AgentConfig.few_shot; tasks.few_shot in a task cycle).
+    `statement`: "located" (the faulty line) or "dictated" (and what it should read)."""
+    if statement not in ("located", "dictated"):
+        raise ValueError(f"statement must be located or dictated, not {statement!r}")
     files = corpus.collect() if files is None else files
     rng = random.Random(seed + 1)
     out: list[Trace] = []
 
     async def run() -> None:
         for case in _cases(files, seed):
-            trace = await _trace(case, tokenizer, context_window, rng, few_shot)
+            trace = await _trace(case, tokenizer, context_window, rng, few_shot, statement)
             if trace is not None:
                 out.append(trace)
                 if len(out) >= count:

@@ -15,7 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from agent_server.models.devmodel.corpus import SourceFile, is_held_out
-from learner.synth.copyrows import ACTION, copy_row, corpus_chunks, exact_copies
+from learner.synth.copyrows import ACTION, copy_row, corpus_chunks, exact_copies, slip
 
 LINES = [f"    value_{i} = compute(value_{i - 1}, {i})" for i in range(1, 17)]
 LINES[7] = '    return "hello " + name  # a quote to escape'
@@ -53,6 +53,31 @@ def test_a_copy_row_labels_the_path_and_the_faulty_line_as_the_edit_action_write
         assert len(labelled) <= len(answer) + 4  # the tail only, not the prompt
         seen_quote |= '\\"hello' in answer
     assert seen_quote  # a line with a quote is copied escaped, as JSON needs it
+
+
+def test_a_dictated_row_shows_a_slip_and_labels_the_whole_edit(tokenizer) -> None:
+    chunks = corpus_chunks([_file(False)], held_out=False)
+    path = chunks[0][0]
+    for seed in range(50):
+        ids, labels = copy_row(tokenizer, chunks, random.Random(seed), dictated=True)
+        prompt, _, answer = tokenizer.decode(ids).partition(ACTION)
+        faulty = prompt.split("The faulty line: `", 1)[1].split("`\n", 1)[0]
+        right = prompt.split("It should read: `", 1)[1].split("`\n", 1)[0]
+        assert faulty != right
+        shown = prompt.split("```\n", 1)[1]
+        assert faulty in shown and right.strip() not in [s.strip() for s in shown.splitlines()]
+        assert right in [line.strip() for line in LINES]  # the file's own line, as it was
+        edit = json.loads('{"path":"' + answer.removesuffix("}"))  # the args' object
+        assert edit == {"path": path, "search": faulty, "replace": right}
+        labelled = tokenizer.decode([t for t in labels if t != -100])
+        assert labelled.endswith(answer[1:]) and len(labelled) <= len(answer) + 4
+
+
+def test_a_slip_changes_one_operator_or_number_and_none_where_none_is() -> None:
+    rng = random.Random(0)
+    assert {slip("if a < b:", rng) for _ in range(20)} == {"if a <= b:"}
+    assert {slip("x = y + 1", rng) for _ in range(50)} == {"x = y - 1", "x = y + 2"}
+    assert slip("print(name)", rng) is None
 
 
 def test_held_out_files_give_only_held_out_chunks() -> None:

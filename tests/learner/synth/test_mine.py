@@ -144,3 +144,18 @@ def test_the_located_statement_quotes_the_line_the_fix_changes(mined) -> None:
         assert quoted in [line.strip() for line in start[path].splitlines()]
         removed = [line[1:].strip() for line in task.patch.splitlines() if line[:1] == "-"]
         assert quoted in removed
+
+
+def test_the_dictated_statement_adds_what_a_one_line_fix_writes(mined) -> None:
+    _, _, tasks, _ = mined
+    dictated = 0
+    for task in tasks:
+        text, located = task.statement("dictated"), task.statement("located")
+        added = [line[1:].strip() for line in task.patch.splitlines() if line[:2] == "+ "]
+        removed = [line for line in task.patch.splitlines() if line[:2] == "- "]
+        if len(added) == 1 and len(removed) == 1:
+            assert text == f"{located}\nIt should read: `{added[0]}`"
+            dictated += 1
+        else:  # the revert task adds a whole function: nothing one line could dictate
+            assert text == located
+    assert dictated >= 1

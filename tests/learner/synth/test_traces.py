@@ -77,6 +77,17 @@ def test_a_trace_is_the_real_loop_solving_a_one_line_bug(tokenizer) -> None:
     assert f"The edit of {trace.path} was applied" in between and edit.args["replace"] in between
 
 
+def test_a_dictated_trace_says_what_the_line_should_read(tokenizer) -> None:
+    files = [SourceFile(_name("shapes", False), MODULE)]
+    trace = make_traces(tokenizer, count=1, seed=3, files=files, statement="dictated")[0]
+    edit = _action(trace.text[slice(*trace.spans[0])].removesuffix("<|im_end|>"))
+    assert trace.statement.endswith(
+        f"The faulty line: `{edit.args['search']}`\nIt should read: `{edit.args['replace']}`"
+    )
+    with pytest.raises(ValueError, match="located or dictated"):
+        make_traces(tokenizer, count=1, files=files, statement="vague")
+
+
 def test_held_out_and_test_files_give_no_traces(tokenizer) -> None:
     files = [SourceFile(_name("shapes", True), MODULE),
              SourceFile("project/tests/test_geo.py", MODULE)]  # fmt: skip
