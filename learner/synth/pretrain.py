@@ -8,14 +8,14 @@ file, its faulty line quoted -- and, in the dictated tier, the line it should be
 action copied from them), the skill every edit needs and the traces alone do not teach a
 model this small; then the whole model (not an adapter) trains on traces the product's own
 harness made (traces.py: an oracle solving one-line bugs of the dictated tier by default, or
-the located one, on modules cut from the dev model's corpus, never from a task repository), with the loss on the model's replies only (the prompt is context),
-with a few copy rows beside. Both parts add a small batch of the corpus's code rows each
-step so the model keeps writing code. The manifest (`apprentice-agent-model.json`) records
-what to check before trusting it: the held-out code loss before and after (forgetting shows
-there), the replies' loss on held-out traces, how many held-out traces greedy decoding
-answers with exactly the oracle's edit (and with its path and line), and how many held-out
-copy rows it copies exactly. The folder is a Hugging Face model folder, as the dev model's,
-written atomically.
+the located one, on modules cut from the dev model's corpus, never from a task repository),
+with the loss on the model's replies only (the prompt is context), copy rows beside. Both
+parts add corpus code rows each step so the model keeps writing code. The manifest
+(`apprentice-agent-model.json`) records what to check before trusting it: the held-out code
+loss before and after (forgetting), the replies' loss on held-out traces, how many held-out
+traces greedy decoding answers with exactly the oracle's edit (and with its path and line),
+and how many held-out copy rows it copies exactly. A Hugging Face model folder, as the dev
+model's, written atomically.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from agent_server.models.devmodel.build import (
 from agent_server.models.devmodel.tokenizer import IM_END
 from agent_server.models.devmodel.train import TrainConfig, evaluate, lr_at, param_groups
 from learner.synth.copyrows import copy_row, corpus_chunks, exact_copies
+from learner.synth.statements import FROM_PATCH
 from learner.synth.traces import Trace, make_traces
 
 MANIFEST = "apprentice-agent-model.json"
@@ -76,7 +77,7 @@ class AgentModelConfig:
             raise ValueError("traces and eval_traces must be >= 1")
         if min(self.code_rows, self.copy_steps, self.copy_beside, self.eval_copies) < 0:
             raise ValueError("code_rows, copy_steps, copy_beside and eval_copies must be >= 0")
-        if self.statement not in ("dictated", "located"):
+        if self.statement not in FROM_PATCH:
             raise ValueError(f"statement must be dictated or located, not {self.statement!r}")
         if self.copy_batch < 1 or self.copy_lr <= 0:
             raise ValueError("copy_batch must be >= 1 and copy_lr > 0")
@@ -251,10 +252,9 @@ def _copy_warmup(model, copies: Copies, code_rows, cfg: AgentModelConfig, pad_id
 
 
 def _code_rows(files: list[corpus.SourceFile], tokenizer: Any, cfg: AgentModelConfig):
-    """Code rows from the corpus's training files (as the dev model's pretraining saw)."""
+    """Code rows of the corpus's train files (as the dev model saw), enough for both parts."""
     if not cfg.code_rows:
         return None
-    # Enough rows for both parts, so none is seen twice.
     dev = DevModelConfig(out=cfg.out, steps=max(cfg.copy_steps + cfg.steps, 1), seed=cfg.seed + 7,
                          batch_size=cfg.code_rows, chat_fraction=0.0)  # fmt: skip
     return training_rows(files, tokenizer, dev)

@@ -76,10 +76,9 @@ class TaskRecord:
         if style not in STYLES:
             raise ValueError(f"style must be one of {STYLES}, not {style!r}")
         if style in ("dictated", "located"):
-            from learner.synth.statements import dictated_statement, located_statement
+            from learner.synth.statements import FROM_PATCH
 
-            write = dictated_statement if style == "dictated" else located_statement
-            return write(self.problem_statement, self.patch)
+            return FROM_PATCH[style](self.problem_statement, self.patch)
         return self.problem_statement if style == "precise" else self.problem_statement_vague
 
     def tier(self, style: str = "precise") -> str:

@@ -85,6 +85,10 @@ def dictated_statement(precise: str, patch: str) -> str:
     return f"{located}\nIt should read: `{added[0]}`"
 
 
+# The statements written from a task's fix, by style (one home for the choice).
+FROM_PATCH = {"dictated": dictated_statement, "located": located_statement}
+
+
 def vague_statement(failing: Sequence[str], functions: Sequence[str], key: str) -> str:
     topic = test_topic(failing[0]) if failing else "the tests"
     thing = f"{functions[0].rpartition('.')[2]}()" if functions else topic

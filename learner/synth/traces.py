@@ -47,7 +47,7 @@ from agent_server.models.devmodel.tokenizer import IM_END
 from agent_server.session.turns import Turn
 from learner.synth.mutate import mutations
 from learner.synth.rollout import RolloutConfig
-from learner.synth.statements import dictated_statement, located_statement, precise_statement
+from learner.synth.statements import FROM_PATCH, precise_statement
 
 # Mutations whose fix is one line rewritten in place (the located tier's shape).
 ONE_LINE_KINDS = frozenset({"operator", "comparison", "boolean", "constant", "negate", "swap_args"})
@@ -154,8 +154,7 @@ def _statement(case: _Case, nodeid: str, rng: random.Random, style: str) -> str:
             f"a/{case.path}", f"b/{case.path}",
         )
     )  # fmt: skip
-    write = dictated_statement if style == "dictated" else located_statement
-    return write(precise, patch)
+    return FROM_PATCH[style](precise, patch)
 
 
 def _action(thought: str, tool: str, args: dict[str, str]) -> str:
@@ -207,7 +206,7 @@ def make_traces(
     the few-shot turns by default: a model trained on traces needs no examples, and its
     prompts are a third as long (AgentConfig.few_shot; tasks.few_shot in a task cycle).
     `statement`: "located" (the faulty line) or "dictated" (and what it should read)."""
-    if statement not in ("located", "dictated"):
+    if statement not in FROM_PATCH:
         raise ValueError(f"statement must be located or dictated, not {statement!r}")
     files = corpus.collect() if files is None else files
     rng = random.Random(seed + 1)
