@@ -18,15 +18,16 @@ each with the serving adapter, trains (learner/grpo.py), evaluates the same held
 with the candidate and the serving adapter (--eval-samples each), and publishes and deploys
 the candidate if the gate lets it through.
 
-Per round it prints (stderr, as it ends) and collects: the held-out solve rate of the
-adapter serving at the start of the round and of the candidate, whether the gate took it,
-the train rollouts' solve rate, reward mean / spread and mean reward terms, truncations,
-summaries and their mean size in tokens, the update's steps, groups kept and dropped, the
-logprob gap (trainer vs inference engine: mean, max, share capped), and wall seconds split
-by step (tasks, rollouts, train, evaluate, publish, deploy). The headline: the held-out solve
-rate served after the last round (the last candidate's if deployed, else the serving one's)
-against round 0's, `goal_met` when it is >= 1.5x and above 0 with every round under 10
-minutes. Prints one JSON object on stdout. Never part of the test run.
+Per round it prints (stderr, as it ends) and collects: the held-out solve rate of the adapter
+serving at the start of the round and of the candidate, whether the gate took it, the train
+rollouts' solve rate, reward mean / spread and mean reward terms, truncations, how varied their
+first replies are (per task, the share of distinct ones), summaries and their mean size in
+tokens, the update's steps, groups kept and dropped, the logprob gap (trainer vs inference
+engine: mean, max, share capped), and wall seconds split by step (tasks, rollouts, train,
+evaluate, publish, deploy). The headline: the held-out solve rate served after the last round
+(the last candidate's if deployed, else the serving one's) against round 0's, `goal_met` when
+it is >= 1.5x and above 0 with every round under 10 minutes. Prints one JSON object on
+stdout. Never part of the test run.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def run_round(system: System, config: dict[str, Any], timeout: float) -> dict[st
         "reward_std": rolled.get("reward_std"), "reward_terms": rolled.get("terms"),
         "statuses": rolled.get("statuses"), "truncated": rolled.get("truncated"),
         "mean_steps": rolled.get("mean_steps"), "summaries": rolled.get("summaries"),
+        "distinct_replies": rolled.get("distinct_replies"),
         "mean_summary_tokens": rolled.get("mean_summary_tokens"),
         "update": {k: train.get(k) for k in ("steps", "samples", "tokens", "clip_share",
                                               "stopped_early", "losses")},
@@ -184,7 +186,8 @@ def main() -> None:
         "backend": args.backend, "config": config,
         "heldout_solve_rate": [r["heldout_serving"] for r in rounds] + [final],
         "summary": [{k: r.get(k) for k in ("round", "status", "heldout_serving",
-                     "heldout_candidate", "gate_accepted", "train_solve_rate", "reward_mean",
+                     "heldout_candidate", "gate_accepted", "train_solve_rate", "distinct_replies",
+                     "reward_mean",
                      "reward_std", "wall_s")} for r in rounds],
         "rounds": rounds, "final_heldout_solve_rate": final, "round0": first, "ratio": ratio,
         "max_round_wall_s": slowest,

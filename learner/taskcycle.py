@@ -222,7 +222,9 @@ def rollout_metrics(
     db: sessionmaker[Session], *, run_id: int, instance_ids: Sequence[str], adapter: str | None
 ) -> dict[str, Any]:
     """What the run's metrics show of its rollouts: solve rate, reward mean and spread, the
-    mean of each numeric reward term, truncations, statuses, steps and summary sizes."""
+    mean of each numeric reward term, truncations, statuses, steps, summary sizes, and how
+    varied the policy is: `distinct_replies`, per task the share of its rollouts whose first
+    reply differs from the others' (1.0: all differ; 1/K: K copies of one), averaged."""
     with transaction(db) as s:
         rows = s.scalars(
             select(TaskRollout)
@@ -239,6 +241,13 @@ def rollout_metrics(
         summary_tokens = [len(c.completion_token_ids) for r in rows for c in r.calls
                           if c.kind == "summary"]  # fmt: skip
         solved = sum(bool((r.reward_terms or {}).get("solved")) for r in rows)
+        firsts: dict[str, list[tuple[int, ...]]] = {}
+        for r in rows:
+            first = next((c for c in r.calls if c.kind == "agent"), None)
+            firsts.setdefault(r.instance_id, []).append(
+                tuple(first.completion_token_ids) if first else ()
+            )
+        distinct = [len(set(f)) / len(f) for f in firsts.values()]
         return {
             "adapter": adapter,
             "rollouts": len(rows),
@@ -253,6 +262,7 @@ def rollout_metrics(
             "summaries": len(summary_tokens),
             "mean_summary_tokens": round(statistics.fmean(summary_tokens), 1)
             if summary_tokens else 0.0,
+            "distinct_replies": round(statistics.fmean(distinct), 4) if distinct else 0.0,
         }  # fmt: skip
 
 

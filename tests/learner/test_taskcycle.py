@@ -189,6 +189,7 @@ def test_a_task_cycle_trains_publishes_deploys_and_the_next_one_rolls_out_with_i
     assert not set(plan["chosen"]) & set(plan["evaluated"]) and set(plan["evaluated"]) <= heldout
     assert rolled["rollouts"] == 4 * len(plan["chosen"])
     assert rolled["reward_std"] > 0 and 0 < rolled["solve_rate"] < 1
+    assert rolled["distinct_replies"] == 0.5  # per task: two edits alike, two finishes alike
     train = steps["train"]["metrics"]
     assert train["steps"] >= 1 and train["groups"]["dropped_equal"] < len(plan["chosen"])
     assert train["gap"]["tokens"] > 0 and train["samples"] > 0
