@@ -187,6 +187,9 @@ def eval_tasks(
         float, typer.Option("--wall-s", min=1, help="Seconds per rollout's agent run.")
     ] = 600.0,
     max_tokens: Annotated[int, typer.Option(min=1, help="Tokens per agent step.")] = 1024,
+    temperature: Annotated[
+        float, typer.Option(min=0.0, help="Sampling temperature (0: greedy).")
+    ] = 0.7,
     python: Annotated[
         str | None,
         typer.Option(
@@ -215,7 +218,7 @@ def eval_tasks(
     try:
         source = _repo_for(file, repo)
         config = RolloutConfig(statement=statement, step_limit=steps, wall_s=wall_s,  # type: ignore[arg-type]
-                               max_tokens=max_tokens)  # fmt: skip
+                               max_tokens=max_tokens, temperature=temperature)  # fmt: skip
     except (ValueError, OSError) as exc:
         raise fail(exc) from exc
     if store:

@@ -36,8 +36,8 @@ def test_mine_verify_eval_on_a_repository_with_history(tmp_path: Path, dev_model
     home = tmp_path / "home"
     env = {"APPRENTICE_HOME": str(home), "OMP_WAIT_POLICY": "PASSIVE"}
     args = ["--repo", str(repo), "--model", str(dev_model_dir), "--steps", "2", "--wall-s", "60"]
-    ran = apprentice("tasks", "eval", str(out), *args, "--max-tokens", "64", *py, env=env,
-                     timeout=600)  # fmt: skip
+    args += ["--max-tokens", "64", "--temperature", "0"]  # greedy: the sampling knob reaches it
+    ran = apprentice("tasks", "eval", str(out), *args, *py, env=env, timeout=600)
     assert ran.returncode == 0, ran.stderr
     figures = json.loads(ran.stdout)
     assert figures["rollouts"] == len(read_tasks(out))
