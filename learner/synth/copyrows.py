@@ -2,6 +2,7 @@
 
     rows = [copy_row(tokenizer, chunks, rng) for _ in range(16)]  # (ids, labels) each
     copy_row(tokenizer, chunks, rng, dictated=True)  # the dictated tier's row
+    copy_row(tokenizer, chunks, rng, words=path_words(files))  # under an invented path
     exact_copies(model, rows, pad_id)  # how many greedy decoding copies token for token
 
 An edit action copies a path and a line from its prompt into `path` and `search`. A 5M model
@@ -18,6 +19,11 @@ the slipped line and then the line as it should read; its labels run on through 
 action: the path, the slipped line as `search`, the right one as `replace`, and `"}}`.
 Chunks come from the dev model's corpus (corpus.collect), train rows from its train files
 and measured rows from its held-out files, so a line copied right was never memorized.
+Train rows show their chunk under an **invented path** (`invented_path`: random words of
+the train files' identifiers, "ledger/fold_quota.py"): under the corpus's own ~1,800 paths
+the agent model recalled a path it knew instead of copying the one shown ("token.py" ->
+"tokenize.py", the shop's "shop/prices.py" -> "shop/duces.py"); a path seen once must be
+copied. Measured rows keep the held-out files' real paths (never trained on).
 Used by learner/synth/pretrain.py.
 """
 
@@ -25,6 +31,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +40,7 @@ import torch
 from agent_server.models.devmodel import corpus
 
 CHUNK_LINES = (4, 10)  # lines of the file shown
+_WORD = re.compile(r"\b[a-z]{3,10}\b")
 ACTION = '{"thought":"fix the faulty line","tool":"edit","args":{"path":"'
 # Slips a dictated row puts in its line: each pattern's match becomes its partner.
 SLIPS = (
@@ -56,6 +64,22 @@ def corpus_chunks(files: list[corpus.SourceFile], held_out: bool) -> list[tuple[
     return out
 
 
+def path_words(files: list[corpus.SourceFile]) -> list[str]:
+    """Lower-case words (3-10 letters) of the train files' identifiers: invented paths' parts."""
+    words: set[str] = set()
+    for f in files:
+        if not f.held_out:
+            words.update(_WORD.findall(f.text.replace("_", " ")))
+    return sorted(words)
+
+
+def invented_path(words: list[str], rng: random.Random) -> str:
+    """A path made of random `words`: 0-2 folders and a module of one or two words."""
+    folders = [rng.choice(words) for _ in range(rng.choice((0, 1, 1, 2)))]
+    stem = "_".join(rng.choice(words) for _ in range(rng.choice((1, 1, 2))))
+    return "/".join([*folders, f"{stem}.py"])
+
+
 def slip(line: str, rng: random.Random) -> str | None:
     """The line with one slip (SLIPS) at a random place it can go, None where none can."""
     found = [(i, old, new) for old, new in SLIPS for i in _places(line, old)]
@@ -71,10 +95,11 @@ def _places(line: str, old: str) -> list[int]:
 
 def copy_row(
     tokenizer: Any, chunks: list[tuple[str, list[str]]], rng: random.Random,
-    dictated: bool = False,
+    dictated: bool = False, words: list[str] | None = None,
 ) -> tuple[list[int], list[int]]:  # fmt: skip
     """(ids, labels) of one copy row: labels on the path, the line and `,"replace":"` (a
-    dictated row: on through the right line and `"}}`)."""
+    dictated row: on through the right line and `"}}`). With `words`, under an invented path
+    instead of the chunk's own."""
     while True:
         path, lines = rng.choice(chunks)
         size = rng.randint(*CHUNK_LINES)
@@ -87,6 +112,7 @@ def copy_row(
         if targets:
             break
     right = rng.choice(targets)
+    path = invented_path(words, rng) if words else path
     target = slip(right, rng) if dictated else right
     assert target is not None
     body = "\n".join(s.replace(right, target) if s.strip() == right else s for s in shown)

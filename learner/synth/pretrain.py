@@ -35,16 +35,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from agent_server.models.devmodel import MANIFEST as DEV_MANIFEST
+from agent_server.models.devmodel import build as dev
 from agent_server.models.devmodel import corpus
-from agent_server.models.devmodel.build import (
-    DevModelConfig,
-    eval_rows,
-    publish_folder,
-    training_rows,
-)
 from agent_server.models.devmodel.tokenizer import IM_END
 from agent_server.models.devmodel.train import TrainConfig, evaluate, lr_at, param_groups
-from learner.synth.copyrows import copy_row, corpus_chunks, exact_copies
+from learner.synth.copyrows import copy_row, corpus_chunks, exact_copies, path_words
 from learner.synth.statements import FROM_PATCH
 from learner.synth.traces import Trace, make_traces
 
@@ -161,7 +156,7 @@ def build_agent_model(cfg: AgentModelConfig, console: Console | None = None) -> 
     train_traces = [t for t in traces[cfg.eval_traces :] if t.path not in held_paths]
     train_rows = [encode(tokenizer, t, window) for t in train_traces]
     held_rows = [encode(tokenizer, t, window) for t in held]
-    code = eval_rows(files, tokenizer, DevModelConfig(out=cfg.out))[0]
+    code = dev.eval_rows(files, tokenizer, dev.DevModelConfig(out=cfg.out))[0]
     code_train = _code_rows(files, tokenizer, cfg)
     copies = Copies(tokenizer, files, cfg)
 
@@ -199,18 +194,19 @@ def build_agent_model(cfg: AgentModelConfig, console: Console | None = None) -> 
 
 
 class Copies:
-    """Copy rows (copyrows.py): a seeded stream from the train files, a held-out set."""
+    """Copy rows (copyrows.py): seeded, train files under invented paths; a held-out set."""
 
     def __init__(self, tokenizer: Any, files: list[corpus.SourceFile], cfg: AgentModelConfig):
         self.tokenizer, self.rng = tokenizer, random.Random(cfg.seed + 11)
         self.dictated = cfg.statement == "dictated"
-        self.train = corpus_chunks(files, held_out=False)
+        self.train, self.words = corpus_chunks(files, held_out=False), path_words(files)
         held = corpus_chunks(files, held_out=True)
         self.held = [copy_row(tokenizer, held, random.Random(i), self.dictated)
                      for i in range(cfg.eval_copies)]  # fmt: skip
 
     def rows(self, n: int) -> list[tuple[list[int], list[int]]]:
-        return [copy_row(self.tokenizer, self.train, self.rng, self.dictated) for _ in range(n)]
+        row = (self.tokenizer, self.train, self.rng, self.dictated, self.words)
+        return [copy_row(*row) for _ in range(n)]
 
 
 def _progress(label: str, console: Console) -> Progress:
@@ -255,9 +251,10 @@ def _code_rows(files: list[corpus.SourceFile], tokenizer: Any, cfg: AgentModelCo
     """Code rows of the corpus's train files (as the dev model saw), enough for both parts."""
     if not cfg.code_rows:
         return None
-    dev = DevModelConfig(out=cfg.out, steps=max(cfg.copy_steps + cfg.steps, 1), seed=cfg.seed + 7,
-                         batch_size=cfg.code_rows, chat_fraction=0.0)  # fmt: skip
-    return training_rows(files, tokenizer, dev)
+    steps = max(cfg.copy_steps + cfg.steps, 1)
+    rows = dev.DevModelConfig(out=cfg.out, steps=steps, seed=cfg.seed + 7,
+                              batch_size=cfg.code_rows, chat_fraction=0.0)  # fmt: skip
+    return dev.training_rows(files, tokenizer, rows)
 
 
 def shared_prefix(rows: list[tuple[list[int], list[int]]]) -> int:
@@ -344,7 +341,7 @@ def _save(model: Any, base: Path, out: Path, manifest: dict[str, Any]) -> None:
                 shutil.copy2(path, tmp / path.name)
         model.to(torch.bfloat16).save_pretrained(tmp)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        publish_folder(tmp, out)
+        dev.publish_folder(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -14,8 +14,17 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from agent_server.models.devmodel import corpus
 from agent_server.models.devmodel.corpus import SourceFile, is_held_out
-from learner.synth.copyrows import ACTION, copy_row, corpus_chunks, exact_copies, slip
+from learner.synth.copyrows import (
+    ACTION,
+    copy_row,
+    corpus_chunks,
+    exact_copies,
+    invented_path,
+    path_words,
+    slip,
+)
 
 LINES = [f"    value_{i} = compute(value_{i - 1}, {i})" for i in range(1, 17)]
 LINES[7] = '    return "hello " + name  # a quote to escape'
@@ -78,6 +87,33 @@ def test_a_slip_changes_one_operator_or_number_and_none_where_none_is() -> None:
     assert {slip("if a < b:", rng) for _ in range(20)} == {"if a <= b:"}
     assert {slip("x = y + 1", rng) for _ in range(50)} == {"x = y - 1", "x = y + 2"}
     assert slip("print(name)", rng) is None
+
+
+def test_invented_paths_are_made_of_train_words_and_rarely_repeat(tokenizer) -> None:
+    train = SourceFile("stdlib/pkg/train.py", "ledger_fold = quota(Ab, xy)\n")
+    held = next(SourceFile(f"stdlib/pkg/h{i}.py", "secret = 1\n") for i in range(1000)
+                if is_held_out(f"stdlib/pkg/h{i}.py"))  # fmt: skip
+    words = path_words([train, held])
+    assert words == ["fold", "ledger", "quota"]  # 3-10 lower-case letters, train files only
+    rng = random.Random(0)
+    paths = [invented_path(words, rng) for _ in range(200)]
+    for path in paths:
+        parts = path.removesuffix(".py").split("/")
+        assert path.endswith(".py") and 1 <= len(parts) <= 3
+        assert all(w in words for part in parts for w in part.split("_"))
+    assert len(set(paths)) > 40 and any("/" in p for p in paths) and any("_" in p for p in paths)
+    # A row under an invented path shows the chunk under it and labels it as the edit's path.
+    chunks = corpus_chunks([_file(False)], held_out=False)
+    many = path_words(corpus.collect())
+    seen = set()
+    for seed in range(20):
+        ids, _ = copy_row(tokenizer, chunks, random.Random(seed), dictated=True, words=many)
+        prompt, _, answer = tokenizer.decode(ids).partition(ACTION)
+        path = answer.split('"', 1)[0]
+        assert path != chunks[0][0] and f"The file {path}:" in prompt
+        assert f"The fix belongs in {path} (not" in prompt
+        seen.add(path)
+    assert len(seen) == 20
 
 
 def test_held_out_files_give_only_held_out_chunks() -> None:
