@@ -190,6 +190,13 @@ def eval_tasks(
     temperature: Annotated[
         float, typer.Option(min=0.0, help="Sampling temperature (0: greedy).")
     ] = 0.7,
+    few_shot: Annotated[
+        bool,
+        typer.Option(
+            "--few-shot/--no-few-shot",
+            help="Example turns before the task (--no-few-shot for a `model build-agent` model).",
+        ),
+    ] = True,
     python: Annotated[
         str | None,
         typer.Option(
@@ -209,6 +216,7 @@ def eval_tasks(
     """
     import asyncio
 
+    from agent_server.agent.config import AgentConfig
     from apprentice.prepare import prepare_database, settings_or_exit, startup_errors
     from learner.synth.evaluate import run_eval_command
     from learner.synth.rollout import RolloutConfig
@@ -218,7 +226,8 @@ def eval_tasks(
     try:
         source = _repo_for(file, repo)
         config = RolloutConfig(statement=statement, step_limit=steps, wall_s=wall_s,  # type: ignore[arg-type]
-                               max_tokens=max_tokens, temperature=temperature)  # fmt: skip
+                               max_tokens=max_tokens, temperature=temperature,
+                               agent=AgentConfig(few_shot=few_shot))  # fmt: skip
     except (ValueError, OSError) as exc:
         raise fail(exc) from exc
     if store:

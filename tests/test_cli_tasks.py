@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 from sqlalchemy import create_engine, func, select
+from transformers import AutoTokenizer
 
+from agent_server.agent.prompts import few_shot
 from feedback.models.rollouts import RolloutCall, TaskRollout
 from learner.synth.records import read_tasks
 from tests.learner.synth.synth_repo import make_repo
@@ -36,7 +38,7 @@ def test_mine_verify_eval_on_a_repository_with_history(tmp_path: Path, dev_model
     home = tmp_path / "home"
     env = {"APPRENTICE_HOME": str(home), "OMP_WAIT_POLICY": "PASSIVE"}
     args = ["--repo", str(repo), "--model", str(dev_model_dir), "--steps", "2", "--wall-s", "60"]
-    args += ["--max-tokens", "64", "--temperature", "0"]  # greedy: the sampling knob reaches it
+    args += ["--max-tokens", "64", "--temperature", "0", "--no-few-shot"]  # the loop's knobs
     ran = apprentice("tasks", "eval", str(out), *args, *py, env=env, timeout=600)
     assert ran.returncode == 0, ran.stderr
     figures = json.loads(ran.stdout)
@@ -48,7 +50,13 @@ def test_mine_verify_eval_on_a_repository_with_history(tmp_path: Path, dev_model
     with engine.connect() as db:
         assert db.scalar(select(func.count()).select_from(TaskRollout)) == figures["rollouts"]
         assert db.scalar(select(func.count()).select_from(RolloutCall)) >= figures["rollouts"]
+        prompt = db.scalar(select(RolloutCall.prompt_token_ids).limit(1))
     engine.dispose()
+    example = few_shot()[0]["content"][:60]  # --no-few-shot: no example turn in the prompt
+    tokenizer = AutoTokenizer.from_pretrained(dev_model_dir)
+    assert "The fix belongs in" in tokenizer.decode(prompt) and example not in tokenizer.decode(
+        prompt
+    )
 
 
 def test_bad_input_is_one_line_and_nothing_written(tmp_path: Path) -> None:
