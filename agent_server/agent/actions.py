@@ -6,8 +6,13 @@ The model answers each turn with exactly one action, either as a native tool cal
     {"thought": "...", "plan": "1. ... 2. ...", "tool": "edit",
      "args": {"path": "a.py", "search": "old", "replace": "new"}}
 
-`action_schema()` is one `anyOf` branch per tool, every string bounded by `maxLength`, so
-constrained decoding (vLLM's xgrammar) always closes the object inside `max_tokens`. `plan`
+`action_schema()` is one `anyOf` branch per tool. The prose strings (`thought`, `plan`) and
+`path` are bounded by `maxLength`, so a rambling model still closes the object inside
+`max_tokens`; the strings that carry code or quoted text (`search`, `replace`, `command`,
+`query`, `message`) are not: xgrammar (vLLM's grammar engine, and the embedded backend's)
+drops JSON escapes from length-bounded strings (mlc-ai/xgrammar#800, open in 0.2.9), so under
+a bound no `\"`, `\\` or `\n` can be written -- no edit of a line holding a string literal,
+no multi-line edit. A reply cut off at `max_tokens` is a format error the loop explains. `plan`
 is optional: the loop keeps the latest one and the summarizer carries it over verbatim.
 `edit` also accepts `{"path", "blocks"}` with Aider SEARCH/REPLACE text, for models that
 write that format (not offered in the schema: one shape is easier for a tiny model).
@@ -26,7 +31,7 @@ from typing import Any
 from agent_server.agent.exceptions import FormatError
 from agent_server.models.base import Completion
 
-# Tool name -> (required string args, optional string args, description). maxLength per arg.
+# Tool name -> (required string args, optional string args, description).
 TOOLS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "read_file": (("path",), (), "Read a text file of the workspace (paths are relative)."),
     "list_dir": ((), ("path",), "List a directory of the workspace ('.' is the root)."),
@@ -40,17 +45,7 @@ TOOLS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "run_command": (("command",), (), "Run a shell command in the workspace root."),
     "finish": (("message",), (), "End the task; `message` is your answer to the user."),
 }
-MAX_LEN = {
-    "thought": 600,
-    "plan": 600,
-    "path": 200,
-    "query": 200,
-    "search": 2000,
-    "replace": 2000,
-    "blocks": 4000,
-    "command": 500,
-    "message": 1000,
-}
+MAX_LEN = {"thought": 600, "plan": 600, "path": 200}  # the others unbounded (module docstring)
 # What the JSON schema offers for edit (the blocks form is accepted but not advertised).
 SCHEMA_ARGS = {t: req + opt for t, (req, opt, _) in TOOLS.items()}
 SCHEMA_ARGS["edit"] = ("path", "search", "replace")
@@ -66,7 +61,8 @@ class Action:
 
 
 def _string(name: str) -> dict[str, Any]:
-    return {"type": "string", "maxLength": MAX_LEN[name]}
+    bound = MAX_LEN.get(name)
+    return {"type": "string"} | ({"maxLength": bound} if bound else {})
 
 
 def action_schema() -> dict[str, Any]:

@@ -3,8 +3,9 @@
 `response_format(schema)` is what an OpenAI-compatible server (vLLM) takes to constrain
 decoding; `parse_json(text)` reads the reply. It parses with `strict=False` because a barely
 trained model may put raw control characters inside JSON strings, which the grammar allows
-and strict `json.loads` refuses (field notes). Bound string lengths (`maxLength`) and
-`max_tokens` in schemas so a constrained reply always closes.
+and strict `json.loads` refuses (field notes). Bound prose strings (`maxLength`) and
+`max_tokens` in schemas so a constrained reply closes -- but not a string that must hold
+escapes: xgrammar forbids `\"`, `\\` and `\n` in length-bounded strings (agent/actions.py).
 """
 
 from __future__ import annotations

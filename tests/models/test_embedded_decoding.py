@@ -17,9 +17,11 @@ import jsonschema
 import pytest
 import pytest_asyncio
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from agent_server.agent.actions import action_schema
 from agent_server.models.base import ModelError, Sampling
+from agent_server.models.constrained import JsonGuide
 from agent_server.models.embedded import EmbeddedBackend, EmbeddedConfig
 
 session_loop = pytest.mark.asyncio(loop_scope="session")
@@ -156,3 +158,22 @@ async def test_a_schema_that_cannot_compile_is_a_model_error(backend: EmbeddedBa
     with pytest.raises(ModelError) as info:
         await backend.complete(MESSAGES, schema={"type": "no-such-type"})
     assert info.value.code == "schema_unsupported"
+
+
+def test_the_action_schema_lets_an_edit_quote_and_break_lines(dev_model_dir: Path) -> None:
+    """An edit of a line with a string literal, or of two lines, needs `\\"` and `\\n` inside
+    `search`: the grammar of the agent's action schema must accept every token of it
+    (xgrammar drops escapes from length-bounded strings: agent/actions.py)."""
+    tokenizer = AutoTokenizer.from_pretrained(dev_model_dir)
+    stop = [tokenizer.convert_tokens_to_ids("<|im_end|>")]
+    guide = JsonGuide(tokenizer, len(tokenizer), stop)
+    args = {"path": "shop/names.py", "search": 'return "hello " - name\n', "replace": "x\\y"}
+    action = {"thought": "fix it", "tool": "edit", "args": args}
+    text = json.dumps(action, separators=(",", ":"))
+    assert '\\"hello \\"' in text and "\\n" in text and "\\\\" in text
+    run = guide.start(action_schema())
+    for token in guide.encode_text(text):
+        run.accept(token)  # raises ModelError on a token the grammar refuses
+    assert run.completed
+    # And the thought stays bounded: a rambling model still closes the object.
+    assert action_schema()["anyOf"][0]["properties"]["thought"]["maxLength"] > 0
