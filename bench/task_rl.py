@@ -187,8 +187,7 @@ def main() -> None:
         "heldout_solve_rate": [r["heldout_serving"] for r in rounds] + [final],
         "summary": [{k: r.get(k) for k in ("round", "status", "heldout_serving",
                      "heldout_candidate", "gate_accepted", "train_solve_rate", "distinct_replies",
-                     "reward_mean",
-                     "reward_std", "wall_s")} for r in rounds],
+                     "reward_mean", "reward_std", "wall_s")} for r in rounds],
         "rounds": rounds, "final_heldout_solve_rate": final, "round0": first, "ratio": ratio,
         "max_round_wall_s": slowest,
         # 1.5x round 0 and above 0 (from 0, anything above 0 is the 1.5x)

@@ -20,7 +20,7 @@ action: the path, the slipped line as `search`, the right one as `replace`, and 
 Chunks come from the dev model's corpus (corpus.collect), train rows from its train files
 and measured rows from its held-out files, so a line copied right was never memorized.
 Train rows show their chunk under an **invented path** (`invented_path`: random words of
-the train files' identifiers, "ledger/fold_quota.py"): under the corpus's own ~1,800 paths
+the train files' text, "ledger/fold_quota.py"): under the corpus's own ~1,800 paths
 the agent model recalled a path it knew instead of copying the one shown ("token.py" ->
 "tokenize.py", the shop's "shop/prices.py" -> "shop/duces.py"); a path seen once must be
 copied. Measured rows keep the held-out files' real paths (never trained on).
@@ -65,7 +65,7 @@ def corpus_chunks(files: list[corpus.SourceFile], held_out: bool) -> list[tuple[
 
 
 def path_words(files: list[corpus.SourceFile]) -> list[str]:
-    """Lower-case words (3-10 letters) of the train files' identifiers: invented paths' parts."""
+    """Lower-case words (3-10 letters) of the train files (identifiers split at `_`)."""
     words: set[str] = set()
     for f in files:
         if not f.held_out:
