@@ -223,8 +223,8 @@ def rollout_metrics(
 ) -> dict[str, Any]:
     """What the run's metrics show of its rollouts: solve rate, reward mean and spread, the
     mean of each numeric reward term, truncations, statuses, steps, summary sizes, and how
-    varied the policy is: `distinct_replies`, per task the share of its rollouts whose first
-    reply differs from the others' (1.0: all differ; 1/K: K copies of one), averaged."""
+    varied the policy is: `distinct_replies`, per task its distinct first replies over its
+    rollouts (1.0: all differ; 1/K: K copies of one), averaged over tasks."""
     with transaction(db) as s:
         rows = s.scalars(
             select(TaskRollout)

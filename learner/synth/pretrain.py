@@ -205,8 +205,8 @@ class Copies:
                      for i in range(cfg.eval_copies)]  # fmt: skip
 
     def rows(self, n: int) -> list[tuple[list[int], list[int]]]:
-        row = (self.tokenizer, self.train, self.rng, self.dictated, self.words)
-        return [copy_row(*row) for _ in range(n)]
+        args = (self.tokenizer, self.train, self.rng, self.dictated, self.words)
+        return [copy_row(*args) for _ in range(n)]
 
 
 def _progress(label: str, console: Console) -> Progress:
