@@ -3,6 +3,7 @@
     rows = [copy_row(tokenizer, chunks, rng) for _ in range(16)]  # (ids, labels) each
     copy_row(tokenizer, chunks, rng, dictated=True)  # the dictated tier's row
     copy_row(tokenizer, chunks, rng, words=path_words(files))  # under an invented path
+    copy_row(tokenizer, chunks, rng, quoted=0.5)  # half the rows copy a line with a `"`
     exact_copies(model, rows, pad_id)  # how many greedy decoding copies token for token
 
 An edit action copies a path and a line from its prompt into `path` and `search`. A 5M model
@@ -24,6 +25,10 @@ the train files' text, "ledger/fold_quota.py"): under the corpus's own ~1,800 pa
 the agent model recalled a path it knew instead of copying the one shown ("token.py" ->
 "tokenize.py", the shop's "shop/prices.py" -> "shop/duces.py"); a path seen once must be
 copied. Measured rows keep the held-out files' real paths (never trained on).
+Train rows also copy a line holding a double quote more often than the corpus has them
+(`quoted`): JSON writes it `\\"`, and only ~1 in 8 corpus lines holds one (the standard
+library quotes with `'`), so the agent model miscopied the shop's `return "hello " + name`
+after the escape (`return \\"hello \\"__It should read...`).
 Used by learner/synth/pretrain.py.
 """
 
@@ -95,11 +100,12 @@ def _places(line: str, old: str) -> list[int]:
 
 def copy_row(
     tokenizer: Any, chunks: list[tuple[str, list[str]]], rng: random.Random,
-    dictated: bool = False, words: list[str] | None = None,
+    dictated: bool = False, words: list[str] | None = None, quoted: float = 0.0,
 ) -> tuple[list[int], list[int]]:  # fmt: skip
     """(ids, labels) of one copy row: labels on the path, the line and `,"replace":"` (a
     dictated row: on through the right line and `"}}`). With `words`, under an invented path
-    instead of the chunk's own."""
+    instead of the chunk's own; with probability `quoted`, a line holding a `"`."""
+    need_quote = rng.random() < quoted
     while True:
         path, lines = rng.choice(chunks)
         size = rng.randint(*CHUNK_LINES)
@@ -109,6 +115,8 @@ def copy_row(
         targets = [t for t in targets if not t.startswith("#")]
         if dictated:
             targets = [t for t in targets if any(old in t for old, _ in SLIPS)]
+        if need_quote:
+            targets = [t for t in targets if '"' in t]
         if targets:
             break
     right = rng.choice(targets)

@@ -44,6 +44,7 @@ from learner.synth.statements import FROM_PATCH
 from learner.synth.traces import Trace, make_traces
 
 MANIFEST = "apprentice-agent-model.json"
+QUOTED = 0.5  # share of train copy rows whose line holds a `"` (copyrows.py says why)
 
 
 @dataclass(frozen=True)
@@ -205,7 +206,7 @@ class Copies:
                      for i in range(cfg.eval_copies)]  # fmt: skip
 
     def rows(self, n: int) -> list[tuple[list[int], list[int]]]:
-        args = (self.tokenizer, self.train, self.rng, self.dictated, self.words)
+        args = (self.tokenizer, self.train, self.rng, self.dictated, self.words, QUOTED)
         return [copy_row(*args) for _ in range(n)]
 
 

@@ -82,6 +82,19 @@ def test_a_dictated_row_shows_a_slip_and_labels_the_whole_edit(tokenizer) -> Non
         assert labelled.endswith(answer[1:]) and len(labelled) <= len(answer) + 4
 
 
+def test_quoted_rows_copy_a_line_holding_a_double_quote(tokenizer) -> None:
+    chunks = corpus_chunks([_file(False)], held_out=False)  # one line of 16 holds a quote
+
+    def share(quoted: float) -> float:
+        rng = random.Random(0)
+        answers = [tokenizer.decode(copy_row(tokenizer, chunks, rng, quoted=quoted)[0])
+                   for _ in range(60)]  # fmt: skip
+        return sum('\\"hello' in a.partition(ACTION)[2] for a in answers) / len(answers)
+
+    assert share(1.0) == 1.0
+    assert share(0.5) > 0.3 > share(0.0)
+
+
 def test_a_slip_changes_one_operator_or_number_and_none_where_none_is() -> None:
     rng = random.Random(0)
     assert {slip("if a < b:", rng) for _ in range(20)} == {"if a <= b:"}
