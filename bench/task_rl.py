@@ -114,22 +114,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repo", type=Path, help="git repository with a pytest suite")
     parser.add_argument("--model", type=Path, help="model folder (default: the dev model)")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5, help="task cycles, one a round")
     default_backend = "vllm" if (REPO / ".vllm-venv" / "bin" / "python").exists() else "embedded"
-    parser.add_argument("--backend", choices=["vllm", "embedded"], default=default_backend)
+    parser.add_argument("--backend", choices=["vllm", "embedded"], default=default_backend,
+                        help="vllm when .vllm-venv exists")  # fmt: skip
     parser.add_argument("--python", default=sys.executable,
                         help="interpreter that runs the repository's tests")  # fmt: skip
-    parser.add_argument("--max-tasks", type=int, default=12)
+    parser.add_argument("--max-tasks", type=int, default=12, help="mined, before the split")
     parser.add_argument("--train-tasks", type=int, default=4, help="rolled out per round")
     parser.add_argument("--samples", type=int, default=4, help="K rollouts per train task")
     parser.add_argument("--eval-samples", type=int, default=2, help="per held-out task")
     parser.add_argument("--max-heldout", type=int, default=4, help="held-out tasks evaluated")
-    parser.add_argument("--step-limit", type=int, default=8)
+    parser.add_argument("--step-limit", type=int, default=8, help="agent steps per rollout")
     parser.add_argument("--wall-s", type=float, default=120.0, help="per rollout")
     parser.add_argument("--max-tokens", type=int, default=256, help="per agent step")
-    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--temperature", type=float, default=1.0, help="of rollouts and eval")
     parser.add_argument(
-        "--statement", choices=["dictated", "located", "precise", "vague"], default="precise"
+        "--statement",
+        choices=["dictated", "located", "precise", "vague"],
+        default="precise",
+        help="the tier of the task statements (docs/tasks.md)",
     )
     parser.add_argument(
         "--no-few-shot",
