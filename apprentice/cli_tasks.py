@@ -19,7 +19,9 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+from ground.progress import Progress
 
 tasks_app = typer.Typer(
     help="Tasks from a repository's git history: mine them, verify them, run the agent on them.",
@@ -50,13 +52,13 @@ RepoOption = Annotated[
 @contextmanager
 def progress_bar(what: str) -> Iterator[Callable[[int, int, str], None]]:
     """A rich progress bar on stderr, driven by `(done, total, message)` callbacks."""
-    columns = (TextColumn(f"[bold]{what}[/bold]"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("{task.description}"))  # fmt: skip
+    columns = (TextColumn("[bold]{task.description}[/bold]"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("{task.fields[last]}"))  # fmt: skip
     with Progress(*columns, console=err, transient=False) as bar:
-        task = bar.add_task("", total=None)
+        task = bar.add_task(what, total=None, last="")
 
         def update(done: int, total: int, message: str) -> None:
-            bar.update(task, completed=done, total=total or None, description=message[:60])
+            bar.update(task, completed=done, total=total or None, last=message[:60])
 
         yield update
 

@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
+from ground.progress import Progress
 from ground.settings import Settings
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from agent_server.models.devmodel import MANIFEST as DEV_MANIFEST
@@ -39,6 +39,7 @@ from agent_server.models.devmodel import build as dev
 from agent_server.models.devmodel import corpus
 from agent_server.models.devmodel.tokenizer import IM_END
 from agent_server.models.devmodel.train import TrainConfig, evaluate, lr_at, param_groups
+from ground.progress import Progress
 from learner.synth.copyrows import copy_row, corpus_chunks, exact_copies, path_words
 from learner.synth.statements import FROM_PATCH
 from learner.synth.traces import Trace, make_traces
@@ -210,8 +211,8 @@ class Copies:
         return [copy_row(*args) for _ in range(n)]
 
 
-def _progress(label: str, console: Console) -> Progress:
-    return Progress(TextColumn(f"[bold]{label}[/bold]"), BarColumn(),
+def _progress(console: Console) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}[/bold]"), BarColumn(),
                     TextColumn("{task.completed}/{task.total} steps"),
                     TextColumn("loss {task.fields[loss]:.3f}"), TimeElapsedColumn(),
                     TimeRemainingColumn(), console=console)  # fmt: skip
@@ -233,8 +234,8 @@ def _copy_warmup(model, copies: Copies, code_rows, cfg: AgentModelConfig, pad_id
     torch.manual_seed(cfg.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.copy_lr, weight_decay=0.0)
     model.train()
-    with _progress("copy rows", console) as bar:
-        task = bar.add_task("copy", total=cfg.copy_steps, loss=float("nan"))
+    with _progress(console) as bar:
+        task = bar.add_task("copy rows", total=cfg.copy_steps, loss=float("nan"))
         for step in range(cfg.copy_steps):
             loss = model(**padded_batch(copies.rows(cfg.copy_batch), pad_id)).loss
             total = loss + _code_loss(model, code_rows, step, cfg.code_rows)
@@ -303,8 +304,8 @@ def _train(model, rows, code_rows, copies: Copies, cfg: AgentModelConfig, pad_id
     order: list[int] = []
     losses: list[float] = []
     model.train()
-    with _progress("agent traces", console) as bar:
-        task = bar.add_task("train", total=cfg.steps, loss=float("nan"))
+    with _progress(console) as bar:
+        task = bar.add_task("agent traces", total=cfg.steps, loss=float("nan"))
         for step in range(cfg.steps):
             if len(order) < cfg.batch_size:
                 more = list(range(len(rows)))

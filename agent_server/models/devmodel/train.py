@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from agent_server.models.devmodel.tokenizer import EOS
+from ground.progress import Progress
 
 
 @dataclass(frozen=True)
