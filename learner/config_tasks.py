@@ -71,6 +71,12 @@ class TasksConfig(Frozen):
         description="Share of the files and of the commits held out: their tasks are only "
         "ever evaluated, never trained on.",
     )
+    tiers: list[Literal["easy", "medium", "hard"]] | None = Field(
+        default=None,
+        description="Only tasks of these difficulty tiers are trained on and evaluated "
+        "(None: all). A tier the model never solves gives neither a learning signal nor a "
+        "held-out rate that can move.",
+    )
     train_tasks: int = Field(
         default=4, ge=1, description="Train tasks rolled out per cycle (each cycle the next)."
     )

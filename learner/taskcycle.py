@@ -71,12 +71,14 @@ def task_files(task: TaskRecord) -> list[str]:
     return patch_files(task.patch) or patch_files(task.bug_patch)
 
 
-def split_tasks(tasks: Sequence[TaskRecord], fraction: float) -> Split:
-    """Held-out tasks by file and by commit (module docstring); the rest train."""
+def split_tasks(tasks: Sequence[TaskRecord], fraction: float,
+                tiers: Sequence[str] | None = None) -> Split:  # fmt: skip
+    """Held-out tasks by file and by commit (module docstring); the rest train. With `tiers`,
+    tasks of other difficulties are in neither list (the held-out files stay the same)."""
     files = _held([f for t in tasks for f in task_files(t)], fraction)
     commits = _held([t.base_commit for t in tasks if t.kind == "revert"], fraction)
     train, heldout = [], []
-    for task in tasks:
+    for task in (t for t in tasks if tiers is None or t.difficulty in tiers):
         held = bool(files.intersection(task_files(task))) or (
             task.kind == "revert" and task.base_commit in commits
         )
@@ -120,12 +122,11 @@ def load_or_mine(settings: Any, config: TasksConfig) -> tuple[list[TaskRecord], 
 def prepare_tasks(settings: Any, config: TasksConfig, run_dir: Path, run_id: int) -> dict[str, Any]:
     """The "tasks" step: tasks.jsonl and split.json in the run folder; its metrics."""
     records, source = load_or_mine(settings, config)
-    split = split_tasks(records, config.heldout_fraction)
+    split = split_tasks(records, config.heldout_fraction, config.tiers)
     if not split.train or not split.heldout:
-        raise RunSkipped(
-            f"{len(records)} tasks give {len(split.train)} to train on and {len(split.heldout)} "
-            "held out: a task cycle needs both (mine more, or from more files)"
-        )
+        raise RunSkipped(f"{len(records)} tasks (tiers: {config.tiers or 'all'}) give "
+                         f"{len(split.train)} to train on, {len(split.heldout)} held out: a task "
+                         "cycle needs both (mine more, in more files, or more tiers)")  # fmt: skip
     # Each cycle trains on the next `train_tasks` of the train split (all, in turn).
     start = (run_id * config.train_tasks) % len(split.train)
     chosen = (split.train[start:] + split.train[:start])[: config.train_tasks]

@@ -78,6 +78,17 @@ def test_the_split_holds_out_whole_files_and_commits(mined: list[TaskRecord]) ->
     assert not split_tasks(one_file, 0.3).heldout  # one file: nothing to hold out by file
 
 
+def test_tiers_keep_other_difficulties_out_of_both_sides(mined: list[TaskRecord]) -> None:
+    everything = split_tasks(mined, 0.3)
+    easy = split_tasks(mined, 0.3, tiers=["easy"])
+    by_id = {t.instance_id: t for t in mined}
+    assert {by_id[i].difficulty for i in easy.train + easy.heldout} == {"easy"}
+    assert {t.difficulty for t in mined} != {"easy"}  # the shop has harder (revert) tasks
+    assert set(easy.train) < set(everything.train) or set(easy.heldout) < set(everything.heldout)
+    assert set(easy.heldout) <= set(everything.heldout)  # never a held-out task trained on
+    assert easy.heldout_files == everything.heldout_files
+
+
 def _edits(patch: str) -> list[dict[str, str]]:
     """The reference patch as the agent's edit actions (search -> replace, per hunk)."""
     edits, path, old, new = [], "", [], []
