@@ -175,9 +175,9 @@ def main() -> None:
         }  # fmt: skip
         if args.tiers:
             tasks["tiers"] = args.tiers
-        update = {"lr": args.lr, "epochs": args.epochs}
-        if any(update.values()):
-            tasks["update"] = {k: v for k, v in update.items() if v}
+        update = {k: v for k, v in {"lr": args.lr, "epochs": args.epochs}.items() if v is not None}
+        if update:
+            tasks["update"] = update
         config = {"kind": "tasks", "tasks": tasks, "train": {"max_seconds": args.train_seconds}}
         system = System(Path(tmp) / "home", model, backend=args.backend)
         rounds: list[dict[str, Any]] = []
