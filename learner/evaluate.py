@@ -239,8 +239,9 @@ class SolveRate:
 
 def solve_rule(candidate: SolveRate, serving: SolveRate, config: GateConfig) -> list[str]:
     """The gate's task rule: a reason when the candidate solves fewer held-out tasks than the
-    serving adapter by more than `solve_margin` (rates of the same tasks, same samples)."""
-    if candidate.tried != serving.tried:
+    serving adapter by more than `solve_margin` (rates of the same tasks; the serving one may
+    pool earlier runs' rollouts, learner/heldout.py, so the counts may differ)."""
+    if not candidate.tried or not serving.tried:
         return [f"held-out solve rates are not comparable: {candidate.tried} rollouts of the "
                 f"candidate against {serving.tried} of the serving adapter"]  # fmt: skip
     if candidate.rate < serving.rate - config.solve_margin - 1e-9:

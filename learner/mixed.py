@@ -143,7 +143,7 @@ def evaluate_mixed(
     """Both gates: `feedback_evaluation` (pipeline's, when held-out feedback exists) and
     held-out tasks."""
     from learner.data import read_snapshot
-    from learner.taskcycle import evaluate_heldout
+    from learner.heldout import evaluate_heldout
 
     heldout = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if s.heldout]
     feedback = feedback_evaluation(ctx, run_id, config) if heldout else {}

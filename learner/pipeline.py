@@ -203,7 +203,7 @@ def feedback_evaluation(ctx: Context, run_id: int, config: LearnerConfig) -> dic
 def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
     def body(config: LearnerConfig) -> dict[str, Any]:
         if config.kind == "tasks":
-            from learner.taskcycle import evaluate_heldout
+            from learner.heldout import evaluate_heldout
 
             metrics = evaluate_heldout(ctx, run_id, config)
         elif config.kind == "mixed":

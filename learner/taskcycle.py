@@ -6,7 +6,7 @@ candidate's held-out solve rate against the serving adapter's for the gate.
     report = roll_out(ctx, run_id, records, config=..., adapter=..., samples=K)  # "rollouts"
     metrics = rollout_metrics(db, run_id=run_id, instance_ids=ids, adapter=name)
     metrics = train_on_rollouts(ctx, run_id, config)                  # "train"
-    metrics = evaluate_heldout(ctx, run_id, config)                   # "evaluate": the gate
+    # "evaluate", the gate: learner/heldout.py's evaluate_heldout (pools the serving rate)
 
 learner/pipeline.py's steps call these (a cycle with `kind: tasks` runs
 tasks -> rollouts -> train -> evaluate -> publish -> deploy). Every rollout is stored in
@@ -150,10 +150,13 @@ def read_plan(run_dir: Path) -> tuple[dict[str, TaskRecord], dict[str, Any]]:
     return records, json.loads((run_dir / "split.json").read_text())
 
 
-def _of(run_id: int, instance_ids: Sequence[str], adapter: str | None) -> tuple[Any, ...]:
-    """The conditions of run `run_id`'s rollouts of these tasks by `adapter` (None: base)."""
+def _of(run_id: int | Sequence[int], instance_ids: Sequence[str],
+        adapter: str | None) -> tuple[Any, ...]:  # fmt: skip
+    """The conditions of run `run_id`'s (or these runs') rollouts of these tasks by `adapter`
+    (None: the base model)."""
+    runs = [run_id] if isinstance(run_id, int) else list(run_id)
     return (
-        TaskRollout.run_id == run_id,
+        TaskRollout.run_id.in_(runs),
         TaskRollout.instance_id.in_(list(instance_ids)),
         TaskRollout.adapter.is_(None) if adapter is None else TaskRollout.adapter == adapter,
     )
@@ -220,12 +223,16 @@ def roll_out(
 
 
 def rollout_metrics(
-    db: sessionmaker[Session], *, run_id: int, instance_ids: Sequence[str], adapter: str | None
+    db: sessionmaker[Session],
+    *,
+    run_id: int | Sequence[int],
+    instance_ids: Sequence[str],
+    adapter: str | None,
 ) -> dict[str, Any]:
-    """What the run's metrics show of its rollouts: solve rate, reward mean and spread, the
-    mean of each numeric reward term, truncations, statuses, steps, summary sizes, and how
-    varied the policy is: `distinct_replies`, per task its distinct first replies over its
-    rollouts (1.0: all differ; 1/K: K copies of one), averaged over tasks."""
+    """What the run's (or runs') metrics show of its rollouts: solve rate, reward mean and
+    spread, the mean of each numeric reward term, truncations, statuses, steps, summary sizes,
+    and how varied the policy is: `distinct_replies`, per task its distinct first replies over
+    its rollouts (1.0: all differ; 1/K: K copies of one), averaged over tasks."""
     with transaction(db) as s:
         rows = s.scalars(
             select(TaskRollout)
@@ -320,31 +327,3 @@ def visible_candidate(ctx: Context, run_id: int) -> Path:
     shutil.rmtree(target, ignore_errors=True)
     tmp.rename(target)
     return target
-
-
-def evaluate_heldout(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
-    """Held-out tasks rolled out by the candidate (loaded under a name of its own) and by the
-    serving adapter, the same number of times each; the gate's solve rule on the two
-    (`reasons`: empty when it accepts)."""
-    from learner.evaluate import SolveRate, adapter_is_finite, solve_rule
-
-    records, plan = read_plan(ctx.run_dir(run_id))
-    heldout = [records[i] for i in plan["evaluated"]]
-    candidate_dir = visible_candidate(ctx, run_id)
-    finite = adapter_is_finite(candidate_dir)
-    version, current = serving(ctx)
-    reports = {}
-    # A new name per candidate: vLLM keys its prefix cache by adapter name.
-    for role, adapter, unload in (
-        ("serving", current, False),
-        ("candidate", (f"candidate-run-{run_id}", candidate_dir), True),
-    ):
-        roll_out(ctx, run_id, heldout, config=config.tasks, adapter=adapter,
-                 samples=config.tasks.eval_samples, unload=unload)  # fmt: skip
-        reports[role] = rollout_metrics(ctx.db, run_id=run_id, instance_ids=plan["evaluated"],
-                                        adapter=adapter[0] if adapter else None)  # fmt: skip
-    reasons = [] if finite else ["the candidate's weights are not finite"]
-    reasons += solve_rule(SolveRate.of(reports["candidate"]), SolveRate.of(reports["serving"]),
-                          config.gate)  # fmt: skip
-    return {**reports, "serving_version": version, "finite": finite,
-            "accepted": not reasons, "reasons": reasons}  # fmt: skip

@@ -238,6 +238,35 @@ def test_the_gate_refuses_a_candidate_that_solves_fewer_heldout_tasks(
         assert list_adapters(db) == [] and active_deployment(db, backend="embedded") is None
 
 
+def test_the_serving_rate_pools_its_fresh_rollouts_of_comparable_runs(
+    ctx: Context, repo: Path, mutations: Path, dev_tokenizer: Any
+) -> None:
+    """Three refused candidates (the base model solves the held-out tasks, they do not): the
+    second run's serving rate pools the first run's base rollouts, never a candidate's; the
+    third, at another temperature, measures something else and pools nothing."""
+    tasks = read_tasks(mutations)
+    heldout = set(split_tasks(tasks, 0.3).heldout)
+
+    def decide(task: TaskRecord, adapter: str | None, attempt: int) -> bool:
+        if task.instance_id in heldout:
+            return adapter is None
+        return attempt % 2 == 0
+
+    oracle = Oracle(tasks, decide, len(dev_tokenizer))
+    first, steps = _run(ctx, repo, mutations, oracle)
+    n = len(steps["tasks"]["metrics"]["evaluated"])
+    assert steps["evaluate"]["metrics"]["serving"]["rollouts"] == n  # nothing earlier to pool
+    second, steps = _run(ctx, repo, mutations, oracle)
+    serving = steps["evaluate"]["metrics"]["serving"]
+    assert serving["runs"] == [first.id, second.id] and serving["fresh"]["rollouts"] == n
+    assert (serving["rollouts"], serving["solved"]) == (2 * n, 2 * n)
+    assert steps["evaluate"]["metrics"]["candidate"]["rollouts"] == n  # its own run's only
+    assert f"(0/{n})" in (second.error or "") and f"({2 * n}/{2 * n})" in (second.error or "")
+    _, steps = _run(ctx, repo, mutations, oracle, temperature=0.5)
+    assert steps["evaluate"]["metrics"]["serving"]["rollouts"] == n
+    assert "runs" not in steps["evaluate"]["metrics"]["serving"]
+
+
 def test_no_learning_signal_skips_the_cycle_and_keeps_its_rollouts(
     ctx: Context, repo: Path, mutations: Path, dev_tokenizer: Any
 ) -> None:

@@ -135,4 +135,6 @@ async def test_the_gate_refuses_a_candidate_that_solves_fewer_heldout_tasks() ->
     assert solve_rule(serving, candidate, config) == []  # a better candidate passes
     assert solve_rule(SolveRate(3, 4), serving, config) == []  # an equal one too
     assert solve_rule(candidate, serving, GateConfig(solve_margin=0.5)) == []  # within margin
-    assert solve_rule(candidate, SolveRate(3, 8), config)  # different sets: not compared
+    assert solve_rule(SolveRate(3, 4), SolveRate(6, 8), config) == []  # serving pooled: rates
+    assert solve_rule(SolveRate(1, 4), SolveRate(6, 8), config)
+    assert "not comparable" in solve_rule(candidate, SolveRate(0, 0), config)[0]  # nothing run

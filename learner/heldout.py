@@ -1,0 +1,107 @@
+"""A task cycle's "evaluate" step: the candidate's and the serving adapter's solve rates on
+the run's held-out tasks, and the gate's rule on the two.
+
+    metrics = evaluate_heldout(ctx, run_id, config)   # {"candidate", "serving", "reasons"...}
+
+Both adapters roll out each held-out task `eval_samples` times. The serving adapter's rate then
+**pools** its fresh rollouts of every comparable run (`comparable_runs`: the same held-out
+tasks evaluated, the same rollout settings, the same model), so an adapter served for five
+cycles is measured on five times the rollouts and the gate and bench/task_rl.py compare
+against a rate that tightens while it serves. Only rollouts under the serving adapter's own
+name count: the rollouts that evaluated it as a candidate are the ones the gate picked it on,
+and would bias its rate upward. `serving.fresh` is this run's share alone. Tested in
+tests/learner/test_taskcycle.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import select
+
+from feedback.db import transaction
+from feedback.models import LearnerRun, TaskRollout
+from learner.config import LearnerConfig, TasksConfig
+from learner.runs import Context, run_config
+from learner.taskcycle import read_plan, roll_out, rollout_metrics, serving, visible_candidate
+
+# What a rollout's outcome depends on besides the adapter: runs that differ in any of these
+# measure something else. (`concurrency` and `samples` do not change one rollout.)
+ROLLOUT_KEYS = ("repo", "tasks_file", "max_tasks", "python", "seed", "statement", "few_shot",
+                "step_limit", "wall_s", "max_tokens", "temperature")  # fmt: skip
+POOL_RUNS = 100  # earlier runs looked at, newest first
+
+
+def _settings(tasks: TasksConfig) -> dict[str, Any]:
+    return {key: getattr(tasks, key) for key in ROLLOUT_KEYS}
+
+
+def _evaluated(run: LearnerRun) -> list[str] | None:
+    step = next((s for s in run.steps or [] if s.get("name") == "tasks"), None)
+    return (step or {}).get("metrics", {}).get("evaluated")
+
+
+def comparable_runs(ctx: Context, run_id: int, evaluated: list[str],
+                    tasks: TasksConfig) -> list[int]:  # fmt: skip
+    """This run and the earlier ones (of the newest POOL_RUNS) that evaluated the same held-out
+    tasks under the same rollout settings: their rollouts of one adapter measure one rate."""
+    wanted, found = _settings(tasks), [run_id]
+    with transaction(ctx.db) as s:
+        earlier = s.scalars(select(LearnerRun).where(LearnerRun.id < run_id)
+                            .order_by(LearnerRun.id.desc()).limit(POOL_RUNS)).all()  # fmt: skip
+        for run in earlier:
+            if _evaluated(run) != evaluated:
+                continue
+            try:
+                if _settings(run_config(run).tasks) == wanted:
+                    found.append(run.id)
+            except ValidationError:  # a config this version no longer reads
+                continue
+    return sorted(found)
+
+
+def _same_model(ctx: Context, run_id: int, evaluated: list[str], adapter: str | None) -> bool:
+    """Whether every rollout of `adapter` pooled from other runs ran on this run's model."""
+    with transaction(ctx.db) as s:
+        models = set(s.scalars(select(TaskRollout.model).where(
+            TaskRollout.instance_id.in_(evaluated),
+            TaskRollout.adapter.is_(None) if adapter is None else TaskRollout.adapter == adapter,
+        ).distinct()))  # fmt: skip
+        mine = set(s.scalars(select(TaskRollout.model).where(TaskRollout.run_id == run_id)))
+    return models <= mine
+
+
+def evaluate_heldout(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
+    """Held-out tasks rolled out by the candidate (loaded under a name of its own) and by the
+    serving adapter, the same number of times each; the serving rate pooled over comparable
+    runs; the gate's solve rule on the two (`reasons`: empty when it accepts)."""
+    from learner.evaluate import SolveRate, adapter_is_finite, solve_rule
+
+    records, plan = read_plan(ctx.run_dir(run_id))
+    evaluated = list(plan["evaluated"])
+    heldout = [records[i] for i in evaluated]
+    candidate_dir = visible_candidate(ctx, run_id)
+    finite = adapter_is_finite(candidate_dir)
+    version, current = serving(ctx)
+    reports = {}
+    # A new name per candidate: vLLM keys its prefix cache by adapter name.
+    for role, adapter, unload in (
+        ("serving", current, False),
+        ("candidate", (f"candidate-run-{run_id}", candidate_dir), True),
+    ):
+        roll_out(ctx, run_id, heldout, config=config.tasks, adapter=adapter,
+                 samples=config.tasks.eval_samples, unload=unload)  # fmt: skip
+        reports[role] = rollout_metrics(ctx.db, run_id=run_id, instance_ids=evaluated,
+                                        adapter=adapter[0] if adapter else None)  # fmt: skip
+    name = current[0] if current else None
+    runs = comparable_runs(ctx, run_id, evaluated, config.tasks)
+    if len(runs) > 1 and _same_model(ctx, run_id, evaluated, name):
+        fresh = {k: reports["serving"][k] for k in ("rollouts", "solved", "solve_rate")}
+        pooled = rollout_metrics(ctx.db, run_id=runs, instance_ids=evaluated, adapter=name)
+        reports["serving"] = {**pooled, "runs": runs, "fresh": fresh}
+    reasons = [] if finite else ["the candidate's weights are not finite"]
+    reasons += solve_rule(SolveRate.of(reports["candidate"]), SolveRate.of(reports["serving"]),
+                          config.gate)  # fmt: skip
+    return {**reports, "serving_version": version, "finite": finite,
+            "accepted": not reasons, "reasons": reasons}  # fmt: skip
