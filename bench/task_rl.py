@@ -163,6 +163,7 @@ def confirm(system: System, rounds: list[dict[str, Any]], tasks: dict[str, Any],
             "solved": report["solved"],
             "rollouts": report["rollouts"],
             "solve_rate": report["solve_rate"],
+            "served_by": report.get("adapter"),  # the adapter its model calls recorded
         }
         print(json.dumps({"confirm": role} | out[role]), file=sys.stderr, flush=True)
     return out
@@ -260,7 +261,11 @@ def main() -> None:
                 rounds.append(row)
                 print(json.dumps(row), file=sys.stderr, flush=True)
             if args.confirm_samples > 0 and rounds and rounds[-1]["tasks"]["evaluated"]:
-                confirmed = confirm(system, rounds, tasks, args.confirm_samples, Path(tmp))
+                try:  # the rounds' figures are worth printing whatever happens here
+                    confirmed = confirm(system, rounds, tasks, args.confirm_samples, Path(tmp))
+                except (RuntimeError, OSError, ValueError, KeyError) as exc:
+                    confirmed = {"error": str(exc)}
+                    print(f"confirm failed: {exc}", file=sys.stderr, flush=True)
         finally:
             system.stop()
             if args.repo is None:
@@ -272,7 +277,7 @@ def main() -> None:
     if last_row is not None:
         deployed = last_row["status"] == "succeeded"
         final = last_row["heldout_candidate"] if deployed else last_row["heldout_serving"]
-    if confirmed is not None:  # fresh measurements of both ends, not the gate's
+    if confirmed and "error" not in confirmed:  # fresh measurements of both ends
         first, final = confirmed["base"]["solve_rate"], confirmed["final"]["solve_rate"]
     ratio = final / first if first and final is not None else None
     slowest = max((r["wall_s"] for r in rounds), default=0.0)
