@@ -24,7 +24,14 @@ from feedback.db import transaction
 from feedback.models import LearnerRun, TaskRollout
 from learner.config import LearnerConfig, TasksConfig
 from learner.runs import Context, run_config
-from learner.taskcycle import read_plan, roll_out, rollout_metrics, serving, visible_candidate
+from learner.taskcycle import (
+    read_plan,
+    roll_out,
+    rollout_metrics,
+    rollouts_of,
+    serving,
+    visible_candidate,
+)
 
 # What a rollout's outcome depends on besides the adapter: runs that differ in any of these
 # measure something else. (`concurrency` and `samples` do not change one rollout.)
@@ -61,15 +68,11 @@ def comparable_runs(ctx: Context, run_id: int, evaluated: list[str],
     return sorted(found)
 
 
-def _same_model(ctx: Context, run_id: int, evaluated: list[str], adapter: str | None) -> bool:
-    """Whether every rollout of `adapter` pooled from other runs ran on this run's model."""
+def _one_model(ctx: Context, runs: list[int], evaluated: list[str], adapter: str | None) -> bool:
+    """Whether the rollouts that would be pooled (this run's among them) all ran on one model."""
     with transaction(ctx.db) as s:
-        models = set(s.scalars(select(TaskRollout.model).where(
-            TaskRollout.instance_id.in_(evaluated),
-            TaskRollout.adapter.is_(None) if adapter is None else TaskRollout.adapter == adapter,
-        ).distinct()))  # fmt: skip
-        mine = set(s.scalars(select(TaskRollout.model).where(TaskRollout.run_id == run_id)))
-    return models <= mine
+        query = select(TaskRollout.model).where(*rollouts_of(runs, evaluated, adapter)).distinct()
+        return len(s.scalars(query).all()) == 1
 
 
 def evaluate_heldout(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
@@ -96,7 +99,7 @@ def evaluate_heldout(ctx: Context, run_id: int, config: LearnerConfig) -> dict[s
                                         adapter=adapter[0] if adapter else None)  # fmt: skip
     name = current[0] if current else None
     runs = comparable_runs(ctx, run_id, evaluated, config.tasks)
-    if len(runs) > 1 and _same_model(ctx, run_id, evaluated, name):
+    if len(runs) > 1 and _one_model(ctx, runs, evaluated, name):
         fresh = {k: reports["serving"][k] for k in ("rollouts", "solved", "solve_rate")}
         pooled = rollout_metrics(ctx.db, run_id=runs, instance_ids=evaluated, adapter=name)
         reports["serving"] = {**pooled, "runs": runs, "fresh": fresh}

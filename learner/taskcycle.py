@@ -150,7 +150,7 @@ def read_plan(run_dir: Path) -> tuple[dict[str, TaskRecord], dict[str, Any]]:
     return records, json.loads((run_dir / "split.json").read_text())
 
 
-def _of(run_id: int | Sequence[int], instance_ids: Sequence[str],
+def rollouts_of(run_id: int | Sequence[int], instance_ids: Sequence[str],
         adapter: str | None) -> tuple[Any, ...]:  # fmt: skip
     """The conditions of run `run_id`'s (or these runs') rollouts of these tasks by `adapter`
     (None: the base model)."""
@@ -166,7 +166,9 @@ def forget_rollouts(db: sessionmaker[Session], run_id: int, instance_ids: Sequen
                     adapter: str | None) -> int:  # fmt: skip
     """Delete what an interrupted attempt of a step stored (a redelivered message)."""
     with transaction(db) as s:
-        rows = s.scalars(select(TaskRollout).where(*_of(run_id, instance_ids, adapter))).all()
+        rows = s.scalars(
+            select(TaskRollout).where(*rollouts_of(run_id, instance_ids, adapter))
+        ).all()
         for row in rows:
             s.delete(row)
         return len(rows)
@@ -237,7 +239,7 @@ def rollout_metrics(
         rows = s.scalars(
             select(TaskRollout)
             .options(selectinload(TaskRollout.calls))
-            .where(*_of(run_id, instance_ids, adapter))
+            .where(*rollouts_of(run_id, instance_ids, adapter))
         ).all()  # fmt: skip
         rewards = [r.reward for r in rows]
         terms: dict[str, list[float]] = {}
