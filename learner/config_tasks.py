@@ -114,6 +114,12 @@ class TasksConfig(Frozen):
         "for task cycles). Agent prompts are long; cutting them from the left makes the "
         "trainer's logprobs differ from the engine's (the run's logprob gap shows it).",
     )
+    reward: Literal["shaped", "outcome"] = Field(
+        default="shaped",
+        description="The rollouts' reward (learner/synth/reward.py): shaped (the outcome less "
+        "effort and format penalties, -1 for a run ended by malformed actions) or outcome (1 "
+        "solved, else 0: giving up scores what failing scores, so only solving is paid).",
+    )
     update: TaskTrainConfig = Field(default_factory=TaskTrainConfig)
 
 

@@ -190,6 +190,7 @@ def roll_out(
     unloaded after (a candidate under evaluation)."""
     from agent_server.agent.config import AgentConfig
     from learner.synth.evaluate import evaluate_tasks
+    from learner.synth.reward import RewardConfig
     from learner.synth.rollout import RolloutConfig
     from learner.synth.sandbox import SandboxConfig
 
@@ -200,6 +201,7 @@ def roll_out(
         max_tokens=config.max_tokens, temperature=config.temperature, run_id=run_id,
         sandbox=SandboxConfig(python=config.python),
         agent=AgentConfig(few_shot=config.few_shot),
+        reward=RewardConfig(outcome_only=config.reward == "outcome"),
     )  # fmt: skip
 
     async def go() -> dict[str, Any]:

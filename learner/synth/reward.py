@@ -15,6 +15,10 @@ The rules (issue 12, Composer 2's shape):
 - invalid: a run ended by malformed or invalid actions (status "too_many_errors") scores
   `invalid_reward`, which the config keeps strictly below the worst honest failure
   (-(max_penalty + max_format_penalty)).
+- outcome only (`outcome_only`): the reward is the outcome and nothing else (DeepSWE's binary
+  reward): no effort, format or invalid term, so giving up (an empty diff, an unsolved
+  `finish`) scores what trying and failing scores. The shaped terms pay a policy for finishing
+  cleanly without solving; this one pays only for solving. The terms are still reported.
 - truncated: a run cut off by a limit (step or time limit, context overflow) or ended by the
   infrastructure (model error, cancel, crash) is marked; the learner masks it from the loss.
 Nothing here runs a test; rollout.py feeds it the graded outcome.
@@ -46,6 +50,7 @@ class RewardConfig:
     format_coef: float = 0.05  # per malformed action
     max_format_penalty: float = 0.2
     invalid_reward: float = -1.0  # a run ended by malformed / invalid actions
+    outcome_only: bool = False  # reward = outcome: no effort, format or invalid term
 
     def __post_init__(self) -> None:
         for name in ("free_tokens", "free_tool_calls", "token_coef", "tool_coef", "format_coef"):
@@ -55,6 +60,8 @@ class RewardConfig:
             raise ValueError("RewardConfig.token_scale and tool_scale must be > 0")
         if not 0 <= self.max_penalty < 1 or self.max_format_penalty < 0:
             raise ValueError("RewardConfig.max_penalty must be in [0, 1), max_format_penalty >= 0")
+        if self.outcome_only:
+            return  # the penalties below are reported, not paid
         worst_honest = -(self.max_penalty + self.max_format_penalty)
         if self.invalid_reward >= worst_honest:
             raise ValueError(
@@ -106,7 +113,10 @@ def reward_terms(inputs: RewardInputs, config: RewardConfig | None = None) -> di
     effort = min(cfg.max_penalty, token_penalty + tool_penalty)
     format_penalty = min(cfg.max_format_penalty, cfg.format_coef * inputs.format_errors)
     invalid = inputs.status in INVALID_STATUSES
-    reward = cfg.invalid_reward if invalid else outcome - effort - format_penalty
+    if cfg.outcome_only:
+        reward = outcome
+    else:
+        reward = cfg.invalid_reward if invalid else outcome - effort - format_penalty
     return {
         "reward": round(reward, 6),
         "outcome": outcome,
@@ -126,4 +136,5 @@ def reward_terms(inputs: RewardInputs, config: RewardConfig | None = None) -> di
         "truncated": inputs.status in LIMIT_STATUSES | INFRA_STATUSES,
         "infra_failure": inputs.status in INFRA_STATUSES,
         "partial_credit": cfg.partial_credit,
+        "outcome_only": cfg.outcome_only,
     }

@@ -272,8 +272,10 @@ def test_no_learning_signal_skips_the_cycle_and_keeps_its_rollouts(
 ) -> None:
     oracle = Oracle(read_tasks(mutations), lambda task, adapter, attempt: False,
                     len(dev_tokenizer))  # fmt: skip
-    # the easiest tier, as for a model trained on agent traces: located, no few-shot turns
-    run, steps = _run(ctx, repo, mutations, oracle, statement="located", few_shot=False)
+    # the easiest tier, as for a model trained on agent traces: located, no few-shot turns;
+    # the outcome reward (1 solved, else 0) reaches every rollout
+    run, steps = _run(ctx, repo, mutations, oracle, statement="located", few_shot=False,
+                      reward="outcome")  # fmt: skip
     assert run.status == "skipped" and "no learning signal" in (run.error or ""), run.error
     assert steps["train"]["status"] == "skipped"
     first = next(c for c in oracle.calls if c.kind == "agent").messages
@@ -282,6 +284,9 @@ def test_no_learning_signal_skips_the_cycle_and_keeps_its_rollouts(
     with transaction(ctx.db) as db:
         assert get_run(db, run_id=run.id).adapter_version is None
     assert sum(len(v) for v in rollout_adapters(ctx.db, run.id).values()) >= 1
+    with transaction(ctx.db) as db:
+        rows = db.query(TaskRollout).filter(TaskRollout.run_id == run.id).all()
+        assert rows and all(r.reward_terms["outcome_only"] for r in rows)
 
 
 def test_a_mixed_cycle_trains_on_feedback_and_rollouts_in_one_update(

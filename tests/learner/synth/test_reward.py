@@ -67,6 +67,18 @@ def test_malformed_runs_score_below_every_honest_failure() -> None:
         RewardConfig(invalid_reward=-0.1)
 
 
+def test_outcome_only_pays_solving_and_nothing_else() -> None:
+    cfg = RewardConfig(outcome_only=True)
+    costly = reward_terms(inputs(completion_tokens=10**9, tool_calls=10**6, format_errors=9), cfg)
+    assert costly["reward"] == 1.0 and costly["effort_penalty"] > 0 and costly["outcome_only"]
+    gave_up = reward_terms(inputs(diff="", status="finished"), cfg)
+    failed = reward_terms(inputs(outcomes={}, status="too_many_errors", format_errors=3), cfg)
+    assert gave_up["reward"] == failed["reward"] == 0.0 and failed["invalid"]
+    shaped = reward_terms(inputs(outcomes={}, status="too_many_errors", format_errors=3))
+    assert shaped["reward"] < gave_up["reward"]  # the shaped reward pays for giving up
+    RewardConfig(outcome_only=True, invalid_reward=-0.1)  # no ordering to keep: accepted
+
+
 def test_truncation_and_hung_tests_are_marked() -> None:
     for status in ("step_limit", "time_limit", "context_overflow", "model_error", "crashed"):
         assert reward_terms(inputs(status=status))["truncated"], status
