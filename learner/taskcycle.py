@@ -151,7 +151,7 @@ def read_plan(run_dir: Path) -> tuple[dict[str, TaskRecord], dict[str, Any]]:
 
 
 def rollouts_of(run_id: int | Sequence[int], instance_ids: Sequence[str],
-        adapter: str | None) -> tuple[Any, ...]:  # fmt: skip
+                adapter: str | None) -> tuple[Any, ...]:  # fmt: skip
     """The conditions of run `run_id`'s (or these runs') rollouts of these tasks by `adapter`
     (None: the base model)."""
     runs = [run_id] if isinstance(run_id, int) else list(run_id)

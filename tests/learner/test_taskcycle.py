@@ -283,10 +283,8 @@ def test_no_learning_signal_skips_the_cycle_and_keeps_its_rollouts(
     assert "The faulty line: `" in first[1]["content"] or "is missing after" in first[1]["content"]
     with transaction(ctx.db) as db:
         assert get_run(db, run_id=run.id).adapter_version is None
-    assert sum(len(v) for v in rollout_adapters(ctx.db, run.id).values()) >= 1
-    with transaction(ctx.db) as db:
         rows = db.query(TaskRollout).filter(TaskRollout.run_id == run.id).all()
-        assert rows and all(r.reward_terms["outcome_only"] for r in rows)
+        assert rows and all(r.reward_terms["outcome_only"] for r in rows)  # kept, and scored
 
 
 def test_a_mixed_cycle_trains_on_feedback_and_rollouts_in_one_update(
