@@ -5,6 +5,7 @@ rollouts -> update -> deploy on tasks mined from a real repository?
         [--backend vllm|embedded] [--python PATH] [--max-tasks N] [--train-tasks N]
         [--samples K] [--eval-samples N] [--max-heldout N] [--step-limit N] [--wall-s S]
         [--max-tokens N] [--temperature T] [--reward shaped|outcome] [--lr LR] [--epochs E]
+        [--advantages both|positive]
         [--train-seconds S] [--statement S] [--tiers T [T ...]] [--no-few-shot]
         [--shop small|wide] [--confirm-samples M] [--tasks-file FILE]
 
@@ -212,6 +213,9 @@ def main() -> None:
                         help="the rollouts' reward: shaped (penalties, -1 for malformed runs) "
                         "or outcome (1 solved, else 0); tasks.reward")  # fmt: skip
     parser.add_argument("--lr", type=float, default=None, help="the update's learning rate")
+    parser.add_argument("--advantages", choices=["both", "positive"], default=None,
+                        help="train on every kept rollout (both) or only those above their "
+                        "group's baseline (positive); tasks.update.advantages")  # fmt: skip
     parser.add_argument(
         "--epochs",
         type=float,
@@ -250,7 +254,8 @@ def main() -> None:
             tasks["tiers"] = args.tiers
         if args.tasks_file:
             tasks["tasks_file"] = str(args.tasks_file.resolve())
-        update = {k: v for k, v in {"lr": args.lr, "epochs": args.epochs}.items() if v is not None}
+        knobs = {"lr": args.lr, "epochs": args.epochs, "advantages": args.advantages}
+        update = {k: v for k, v in knobs.items() if v is not None}
         if update:
             tasks["update"] = update
         config = {"kind": "tasks", "tasks": tasks, "train": {"max_seconds": args.train_seconds}}

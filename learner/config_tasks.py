@@ -40,6 +40,13 @@ class TaskTrainConfig(Frozen):
         description="Cap on the per-token importance weight exp(lp_old - lp_behaviour) "
         "against the trainer / inference-engine logprob gap (truncated IS).",
     )
+    advantages: Literal["both", "positive"] = Field(
+        default="both",
+        description="Which rollouts' calls are trained on: both (every kept rollout, "
+        "A_i < 0 pushing its tokens down) or positive (only A_i > 0: the rollouts that beat "
+        "their group, as in rejection-sampling fine-tuning -- a failed edit is not pushed "
+        "down as a whole).",
+    )
 
 
 class TasksConfig(Frozen):

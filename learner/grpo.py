@@ -10,6 +10,7 @@ one task in the product's own harness (learner/synth/rollout.py):
 
     A_i = r_i - mean_{j != i} r_j                  # leave-one-out baseline, no std division
     groups whose rewards are all equal: dropped    # A = 0 everywhere: cost, no signal
+    advantages: positive -- rollouts with A_i < 0 dropped (optional; the default keeps both)
     a truncated rollout (a limit cut it off): in its group's baseline, masked from the loss
     every model call of rollout i -- agent steps and self-summaries alike -- is one sample
     with advantage A_i: a summary that kept what mattered is credited by the trajectory
@@ -156,6 +157,7 @@ class CallSample:
 class GroupStats:
     groups: int = 0
     dropped_equal: int = 0  # groups whose rewards were all equal
+    dropped_negative: int = 0  # rollouts below their group's baseline, with positive_only
     rollouts: int = 0
     truncated_masked: int = 0
     samples: int = 0
@@ -180,8 +182,12 @@ def group_rollouts(rollouts: Iterable[Rollout]) -> list[list[Rollout]]:
     return list(groups.values())
 
 
-def trajectory_samples(groups: Sequence[Sequence[Rollout]]) -> tuple[list[CallSample], GroupStats]:
-    """One sample per model call of every kept rollout, with its leave-one-out advantage."""
+def trajectory_samples(
+    groups: Sequence[Sequence[Rollout]], *, positive_only: bool = False
+) -> tuple[list[CallSample], GroupStats]:
+    """One sample per model call of every kept rollout, with its leave-one-out advantage;
+    with `positive_only`, of the rollouts whose advantage is above 0 alone (the negative
+    ones still set their group's baseline)."""
     samples: list[CallSample] = []
     stats = GroupStats(groups=len(groups))
     rewards = [r.reward for group in groups for r in group]
@@ -199,6 +205,9 @@ def trajectory_samples(groups: Sequence[Sequence[Rollout]]) -> tuple[list[CallSa
                 stats.truncated_masked += 1
                 continue
             if advantage == 0:
+                continue
+            if positive_only and advantage < 0:
+                stats.dropped_negative += 1
                 continue
             for call in rollout.calls:
                 if not call.completion_ids or len(call.logprobs) != len(call.completion_ids):

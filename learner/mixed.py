@@ -121,7 +121,7 @@ def train_mixed_step(ctx: Context, run_id: int, config: LearnerConfig) -> dict[s
     from learner.train import load_base, make_policy
 
     feedback = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if not s.heldout]
-    trajectories, stats = run_trajectories(ctx, run_id)
+    trajectories, stats = run_trajectories(ctx, run_id, config)
     if not feedback and not trajectories:
         raise RunSkipped(
             f"nothing to learn from: no feedback samples, and {stats.dropped_equal} of "

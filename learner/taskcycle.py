@@ -286,15 +286,16 @@ def serving(ctx: Context) -> tuple[int | None, tuple[str, Path] | None]:
     return version, (adapter_name(version), folder)
 
 
-def run_trajectories(ctx: Context, run_id: int) -> tuple[list[Any], Any]:
+def run_trajectories(ctx: Context, run_id: int, config: LearnerConfig) -> tuple[list[Any], Any]:
     """(CallSamples, GroupStats) of the run's rollouts of its train tasks (its held-out ones
-    are evaluation's, never these)."""
+    are evaluation's, never these), as `tasks.update.advantages` selects them."""
     from learner.grpo import group_rollouts, load_rollouts, trajectory_samples
 
     _, plan = read_plan(ctx.run_dir(run_id))
     chosen = set(plan["chosen"])
     mine = [r for r in load_rollouts(ctx.db, run_id=run_id) if r.instance_id in chosen]
-    return trajectory_samples(group_rollouts(mine))
+    positive = config.tasks.update.advantages == "positive"
+    return trajectory_samples(group_rollouts(mine), positive_only=positive)
 
 
 def train_on_rollouts(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
@@ -305,7 +306,7 @@ def train_on_rollouts(ctx: Context, run_id: int, config: LearnerConfig) -> dict[
     from learner.train import load_base, make_policy
 
     version, adapter = serving(ctx)
-    samples, stats = run_trajectories(ctx, run_id)
+    samples, stats = run_trajectories(ctx, run_id, config)
     if not samples:
         raise RunSkipped(
             f"no learning signal: {stats.groups} groups, {stats.dropped_equal} with equal "

@@ -75,6 +75,21 @@ def test_equal_groups_are_dropped_and_truncated_rollouts_masked() -> None:
     assert {s.rollout_id: s.advantage for s in samples} == pytest.approx({"b1": 1.0, "b3": -0.5})
 
 
+def test_positive_only_trains_on_the_rollouts_above_their_baseline() -> None:
+    """advantages: positive drops the rollouts below their group's baseline; they still set
+    it, so the kept advantages are the ones `both` gives."""
+    rollouts = [
+        fake("b1", "mixed", 1.0), fake("b2", "mixed", 0.0), fake("b3", "mixed", 0.0),
+        fake("c1", "rare", 0.0), fake("c2", "rare", 0.0), fake("c3", "rare", 1.0),
+    ]  # fmt: skip
+    both, _ = trajectory_samples(group_rollouts(rollouts))
+    positive, stats = trajectory_samples(group_rollouts(rollouts), positive_only=True)
+    assert {s.rollout_id: s.advantage for s in positive} == pytest.approx({"b1": 1.0, "c3": 1.0})
+    assert [s for s in both if s.advantage > 0] == positive
+    assert stats.dropped_negative == 4 and stats.samples == len(positive)
+    assert len(both) == len(positive) + 4 * len(rollouts[1].calls)
+
+
 def test_summary_calls_are_samples_with_the_trajectorys_advantage() -> None:
     groups = group_rollouts([
         fake("good", "t", 1.0, kinds=("agent", "summary", "agent")),

@@ -308,9 +308,13 @@ def test_a_mixed_cycle_without_enough_feedback_trains_on_its_rollouts_alone(
 ) -> None:
     oracle = Oracle(read_tasks(mutations), lambda task, adapter, attempt: attempt % 2 == 0,
                     len(dev_tokenizer))  # fmt: skip
-    run, steps = _run(ctx, repo, mutations, oracle, kind="mixed")
+    # with advantages: positive, only the solved half of each group is trained on
+    run, steps = _run(ctx, repo, mutations, oracle, kind="mixed",
+                      update={"advantages": "positive"})  # fmt: skip
     assert run.status == "succeeded", run.error
     assert "labelled samples" in steps["collect"]["metrics"]["left_out"]
     train = steps["train"]["metrics"]
+    groups = steps["tasks"]["metrics"]["chosen"]
+    assert train["groups"]["dropped_negative"] == 2 * len(groups) == train["groups"]["rollouts"] / 2
     assert train["feedback_samples"] == 0 and train["feedback_losses"] == []
     assert train["task_samples"] > 0 and len(train["task_losses"]) == train["steps"]
