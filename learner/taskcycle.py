@@ -310,7 +310,8 @@ def train_on_rollouts(ctx: Context, run_id: int, config: LearnerConfig) -> dict[
     if not samples:
         raise RunSkipped(
             f"no learning signal: {stats.groups} groups, {stats.dropped_equal} with equal "
-            f"rewards, {stats.truncated_masked} truncated rollouts masked"
+            f"rewards, {stats.truncated_masked} truncated rollouts masked, "
+            f"{stats.dropped_negative} below their group's baseline left out"
         )
     train = config.train.model_copy(update={"max_length": config.tasks.max_length})
     base = load_base(ctx.settings.model_name, device=train.device, dtype=train.dtype)

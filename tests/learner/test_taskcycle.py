@@ -314,7 +314,7 @@ def test_a_mixed_cycle_without_enough_feedback_trains_on_its_rollouts_alone(
     assert run.status == "succeeded", run.error
     assert "labelled samples" in steps["collect"]["metrics"]["left_out"]
     train = steps["train"]["metrics"]
-    groups = steps["tasks"]["metrics"]["chosen"]
-    assert train["groups"]["dropped_negative"] == 2 * len(groups) == train["groups"]["rollouts"] / 2
+    chosen = steps["tasks"]["metrics"]["chosen"]
+    assert train["groups"]["dropped_negative"] == 2 * len(chosen) == train["groups"]["rollouts"] / 2
     assert train["feedback_samples"] == 0 and train["feedback_losses"] == []
     assert train["task_samples"] > 0 and len(train["task_losses"]) == train["steps"]
