@@ -5,6 +5,7 @@ The package map (issue 12):
                `read_tasks` / `write_tasks` (atomic JSONL), `starting_tree`
 - testrun.py   `run_tests`: a pytest run in a child process, per-test outcomes, a timeout
                that kills the process group
+- paths.py     `is_test_path`: the one rule for test files, mining's and grading's
 - gitrepo.py   gitpython helpers: clean-tree check, commits, test / non-test diffs, trees
 - mutate.py    procedural AST mutations of functions (operators, comparisons, constants,
                removed statements and branches, swapped arguments)

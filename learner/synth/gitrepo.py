@@ -2,8 +2,9 @@
 split a commit's diff into test and non-test parts, and export a commit's files to a folder.
 
 Nothing here writes to the person's repository or its working tree: trees are exported by
-reading blobs, patches are applied with `git apply` in the exported folder (outside any
-repository), and diffs between two states are written with difflib.
+reading blobs, and patches are applied with `git apply` in the exported folder (outside any
+repository). A diff between two texts of one file is agent_server.agent.edits.diff's
+`unified_diff(before, after, path, git=True)`, the form `apply_patch` and `patch_files` read.
 
     repo = open_repo("/path/to/repo")  # MiningError: not a repository, no commits, dirty
     parts = split_commit(repo, commit)  # .code_patch, .test_patch, .code_files, .test_files
@@ -12,16 +13,15 @@ repository), and diffs between two states are written with difflib.
 
 from __future__ import annotations
 
-import difflib
 import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import git
 
-TEST_DIRS = {"test", "tests", "testing"}
+from learner.synth.paths import is_test_path
 
 
 class MiningError(RuntimeError):
@@ -79,15 +79,6 @@ def commits(repo: git.Repo, rev: str = "HEAD", since: str | None = None) -> list
     head = resolve(repo, rev)
     spec = f"{resolve(repo, since).hexsha}..{head.hexsha}" if since else head.hexsha
     return list(repo.iter_commits(spec, no_merges=True))
-
-
-def is_test_path(path: str) -> bool:
-    """A test file: under a test(s)/testing folder, test_*.py, *_test.py or conftest.py."""
-    parts = PurePosixPath(path).parts
-    name = parts[-1] if parts else ""
-    if name == "conftest.py" or (name.endswith(".py") and name.startswith("test_")):
-        return True
-    return name.endswith("_test.py") or any(part in TEST_DIRS for part in parts[:-1])
 
 
 @dataclass(frozen=True)
@@ -189,19 +180,6 @@ def build_tree(
         for patch in patches:
             apply_patch(root, patch)
         return read_text_files(root)
-
-
-def unified_diff(path: str, before: str, after: str) -> str:
-    """A git-style diff of one file's text (git apply-able); "" when nothing changed."""
-    if before == after:
-        return ""
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True),
-        fromfile=f"a/{path}", tofile=f"b/{path}",
-    )  # fmt: skip
-    body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-                   for line in lines)  # fmt: skip
-    return f"diff --git a/{path} b/{path}\n{body}"
 
 
 def changed_lines(patch: str) -> int:

@@ -31,9 +31,11 @@ from pathlib import Path
 
 import git
 
+from agent_server.agent.edits.diff import unified_diff
 from learner.synth import gitrepo, statements
 from learner.synth.gitrepo import MiningError
 from learner.synth.mutate import Mutation, mutations
+from learner.synth.paths import is_test_path
 from learner.synth.records import KINDS, TEST_COMMAND, TaskRecord
 from learner.synth.testrun import TestRun, run_tests
 
@@ -111,7 +113,7 @@ class _Miner:
 
     def _baseline(self) -> TestRun:
         files = [b.path for b in self.head.tree.traverse() if b.type == "blob"]
-        if not any(gitrepo.is_test_path(f) and f.endswith(".py") for f in files):
+        if not any(is_test_path(f) and f.endswith(".py") for f in files):
             raise MiningError(
                 f"{self.repo.working_tree_dir}: no tests at {self.head.hexsha[:7]} (mining needs "
                 "a pytest suite: test_*.py / *_test.py files or a tests/ folder)"
@@ -200,10 +202,10 @@ class _Miner:
 
     def _mutation_candidates(self, root: Path) -> list[Mutation]:
         files = gitrepo.read_text_files(root)
-        tests_text = "\n".join(t for p, t in files.items() if gitrepo.is_test_path(p))
+        tests_text = "\n".join(t for p, t in files.items() if is_test_path(p))
         named, others = [], []
         for path, text in sorted(files.items()):
-            if not path.endswith(".py") or gitrepo.is_test_path(path):
+            if not path.endswith(".py") or is_test_path(path):
                 continue
             for mutation in mutations(path, text, seed=self.config.seed):
                 short = mutation.function.rpartition(".")[2]
@@ -214,8 +216,8 @@ class _Miner:
     def _record_mutation(
         self, mutation: Mutation, original: str, before: TestRun, after: TestRun, root: Path
     ) -> int:
-        bug_patch = gitrepo.unified_diff(mutation.path, original, mutation.source)
-        patch = gitrepo.unified_diff(mutation.path, mutation.source, original)
+        bug_patch = unified_diff(original, mutation.source, mutation.path, git=True)
+        patch = unified_diff(mutation.source, original, mutation.path, git=True)
         record = self._record("mutate", self.head.hexsha, self.head.hexsha, before, after,
                               _test_files(root), patch=patch, test_patch="",
                               functions=[mutation.function], bug_patch=bug_patch)  # fmt: skip
@@ -286,7 +288,7 @@ class _Miner:
 def _test_files(root: Path) -> dict[str, str]:
     """The text of every test file in the (fixed) tree: what grading restores."""
     files = gitrepo.read_text_files(root)
-    return {path: text for path, text in files.items() if gitrepo.is_test_path(path)}
+    return {path: text for path, text in files.items() if is_test_path(path)}
 
 
 def _interleave(found: list[Mutation]) -> list[Mutation]:

@@ -25,9 +25,10 @@ What is enforced where:
 - no network: where the OS allows an unprivileged user + network namespace (`unshare -rn`,
   probed once), commands and test runs get an empty one (only loopback, down); elsewhere
   the network stays reachable (`SandboxConfig.isolate_network=True` makes that an error);
-- grading (`grade`) first undoes every change to test-like paths (the record's test files,
-  test_*.py, *_test.py, conftest.py, tests/ folders, pytest/tox/setup.cfg/pyproject config,
-  modules that would shadow pytest, sitecustomize, .pth files), then writes the record's
+- grading (`grade`) first undoes every change to test paths (paths.is_test_path, the rule
+  mining splits commits by: the record's test files, test_*.py, *_test.py, conftest.py,
+  test(s)/testing folders, pytest/tox/setup.cfg/pyproject config, modules that would shadow
+  pytest, sitecustomize, .pth files), then writes the record's
   `test_files`, then runs FAIL_TO_PASS + PASS_TO_PASS with testrun.run_tests under the same
   limits: editing a test earns nothing.
 Not a security boundary against hostile code (no mount or PID namespace, same user): for
@@ -40,12 +41,11 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -53,6 +53,7 @@ from agent_server.agent.workspace import LocalWorkspace, LocalWorkspaceConfig
 from agent_server.agent.workspace_exec import QUIET_ENV, run_process
 from agent_server.agent.workspace_types import CommandResult
 from learner.sandbox import Limits
+from learner.synth.paths import is_test_path
 from learner.synth.records import TaskRecord
 from learner.synth.testrun import TestRun, run_tests
 
@@ -67,10 +68,8 @@ _RUNNER = (
     "    print(f'sandbox: cannot run {sys.argv[2]!r}: {e.strerror}', file=sys.stderr)\n"
     "    sys.exit(127)\n"
 )
-TEST_CONFIGS = {"pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml", ".pytest.ini"}
 JUNK = (":(exclude,glob)**/__pycache__/**", ":(exclude,glob)**/*.pyc",
         ":(exclude,glob)**/.pytest_cache/**")  # fmt: skip
-SHADOWS = {"pytest", "_pytest", "py", "pluggy", "sitecustomize", "usercustomize"}
 GIT_ENV = {
     "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_AUTHOR_NAME": "task",
     "GIT_AUTHOR_EMAIL": "task@apprentice", "GIT_COMMITTER_NAME": "task",
@@ -163,21 +162,6 @@ def _user_processes() -> int:
             except OSError:
                 continue
     return count
-
-
-def is_test_path(path: str, test_files: Collection[str] = ()) -> bool:
-    """A path grading protects: its edits are undone before the tests run."""
-    p = PurePosixPath(path)
-    name, top = p.name, p.parts[0] if p.parts else ""
-    return (
-        path in test_files
-        or name == "conftest.py"
-        or bool(re.fullmatch(r"test_.*\.py|.*_test\.py", name))
-        or any(part in ("tests", "test") for part in p.parts[:-1])
-        or (len(p.parts) == 1 and name in TEST_CONFIGS)
-        or PurePosixPath(top).stem in SHADOWS
-        or name.endswith(".pth")
-    )
 
 
 class SandboxWorkspace(LocalWorkspace):

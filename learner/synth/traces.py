@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import difflib
 import json
 import random
 import tempfile
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_server.agent.config import AgentConfig
+from agent_server.agent.edits.diff import unified_diff
 from agent_server.agent.events import InMemorySink
 from agent_server.agent.scripted import ScriptedModel
 from agent_server.agent.workspace import LocalWorkspace
@@ -148,13 +148,7 @@ def _statement(case: _Case, nodeid: str, rng: random.Random, style: str) -> str:
     a, b = rng.randrange(10), rng.randrange(10, 20)
     message = rng.choice(["", f"AssertionError: assert {a} == {b}", "AssertionError"])
     precise = precise_statement([nodeid], {nodeid: message}, [case.path])
-    patch = "".join(
-        difflib.unified_diff(
-            case.faulty.splitlines(keepends=True), case.module.splitlines(keepends=True),
-            f"a/{case.path}", f"b/{case.path}",
-        )
-    )  # fmt: skip
-    return FROM_PATCH[style](precise, patch)
+    return FROM_PATCH[style](precise, unified_diff(case.faulty, case.module, case.path))
 
 
 def _action(thought: str, tool: str, args: dict[str, str]) -> str:

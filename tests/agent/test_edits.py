@@ -6,6 +6,9 @@ Run: .venv/bin/python -m pytest tests/agent/test_edits.py -q
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -222,6 +225,24 @@ def test_diff_and_hunks() -> None:
         apply_hunks(OLD, NEW, [2])
     assert "\\ No newline at end of file" in unified_diff("a", "b")
     assert unified_diff("", "x\n", "n.txt").startswith("--- /dev/null")
+
+
+def test_a_git_diff_applies_with_git_apply(tmp_path) -> None:
+    """`git=True` (what mined tasks' patches are): a `diff --git` line, a/ b/ on both sides
+    (an empty old text is an existing empty file), and `git apply` takes it."""
+    diff = unified_diff(OLD, NEW, "d/f.txt", git=True)
+    assert diff == "diff --git a/d/f.txt b/d/f.txt\n" + unified_diff(OLD, NEW, "d/f.txt")
+    assert unified_diff("", "x\n", "e.txt", git=True).startswith(
+        "diff --git a/e.txt b/e.txt\n--- a/e.txt\n+++ b/e.txt\n"
+    )
+    assert unified_diff(OLD, OLD, "d/f.txt", git=True) == ""
+    (tmp_path / "d").mkdir()
+    for old, new, path in ((OLD, NEW + "no end", "d/f.txt"), ("", "x\n", "e.txt")):
+        (tmp_path / path).write_text(old)
+        patch = unified_diff(old, new, path, git=True).encode()
+        env = dict(os.environ, GIT_CEILING_DIRECTORIES=str(tmp_path.parent))
+        subprocess.run(["git", "apply"], cwd=tmp_path, input=patch, env=env, check=True)
+        assert (tmp_path / path).read_text() == new
 
 
 lines_st = st.lists(st.sampled_from(["a", "b", "  c", "\td", "", "e  ", "f\r"]), max_size=25)

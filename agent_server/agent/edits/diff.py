@@ -2,6 +2,7 @@
 
     hunks = split_hunks(old, new)                  # what edit.proposed shows, hunk by hunk
     diff = unified_diff(old, new, "src/app.py")    # the same hunks as one text
+    patch = unified_diff(old, new, "src/app.py", git=True)  # the same, for `git apply`
     text = apply_hunks(old, new, accepted=[0, 2])  # the person accepted hunks 0 and 2
 
 One `difflib.SequenceMatcher` (autojunk off) defines the hunks for all three, so the indices
@@ -73,12 +74,22 @@ def split_hunks(old: str, new: str, context: int = 3) -> list[Hunk]:
     return hunks
 
 
-def unified_diff(old: str, new: str, path: str = "file", context: int = 3) -> str:
-    """The whole proposal as unified-diff text ('' when nothing changes)."""
+def unified_diff(
+    old: str, new: str, path: str = "file", context: int = 3, *, git: bool = False
+) -> str:
+    """The whole proposal as unified-diff text ('' when nothing changes). An empty `old` is
+    shown as a new file (`--- /dev/null`). `git=True`: the form `git apply` takes, a
+    `diff --git a/path b/path` line first and a/ b/ names on both sides (an empty `old` is
+    then an existing empty file)."""
     hunks = split_hunks(old, new, context)
     if not hunks:
         return ""
-    head = f"--- a/{path}\n+++ b/{path}\n" if old else f"--- /dev/null\n+++ b/{path}\n"
+    if git:
+        head = f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n"
+    elif old:
+        head = f"--- a/{path}\n+++ b/{path}\n"
+    else:
+        head = f"--- /dev/null\n+++ b/{path}\n"
     return head + "".join(h.diff for h in hunks)
 
 

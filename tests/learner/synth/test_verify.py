@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from learner.synth.gitrepo import unified_diff
+from agent_server.agent.edits.diff import unified_diff
 from learner.synth.mine import mine_tasks
 from learner.synth.records import write_tasks
 from learner.synth.verify import MiningError, verify_tasks
@@ -69,8 +69,8 @@ def test_the_empty_patch_passing_is_reported(mined) -> None:
     # the "bug" touches only a comment: nothing fails, so the empty patch scores 1.0
     path = mutate.patch.splitlines()[0].split(" b/")[1]
     original = (Path(repo.working_tree_dir) / path).read_text(encoding="utf-8")
-    harmless = unified_diff(path, original, original + "# a comment\n")
-    fixed = unified_diff(path, original + "# a comment\n", original)
+    harmless = unified_diff(original, original + "# a comment\n", path, git=True)
+    fixed = unified_diff(original + "# a comment\n", original, path, git=True)
     task = dataclasses.replace(mutate, instance_id="harmless", bug_patch=harmless, patch=fixed)
     report = verify_tasks([task], repo.working_tree_dir, sys.executable, timeout_s=60)
     (result,) = report["failed"]
