@@ -38,7 +38,7 @@ from agent_server.models.devmodel import MANIFEST as DEV_MANIFEST
 from agent_server.models.devmodel import build as dev
 from agent_server.models.devmodel import corpus
 from agent_server.models.devmodel.tokenizer import IM_END
-from agent_server.models.devmodel.train import TrainConfig, evaluate, lr_at, param_groups
+from agent_server.models.devmodel.train import DevTrainConfig, evaluate, lr_at, param_groups
 from ground.progress import Progress
 from learner.synth.copyrows import copy_row, corpus_chunks, exact_copies, path_words
 from learner.synth.statements import FROM_PATCH
@@ -78,7 +78,7 @@ class AgentModelConfig:
             raise ValueError(f"statement must be dictated or located, not {self.statement!r}")
         if self.copy_batch < 1 or self.copy_lr <= 0:
             raise ValueError("copy_batch must be >= 1 and copy_lr > 0")
-        TrainConfig(steps=self.steps, batch_size=self.batch_size, lr=self.lr)
+        DevTrainConfig(steps=self.steps, batch_size=self.batch_size, lr=self.lr)
 
 
 def encode(tokenizer: Any, trace: Trace, max_length: int) -> tuple[list[int], list[int]]:
@@ -297,7 +297,7 @@ def _train(model, rows, code_rows, copies: Copies, cfg: AgentModelConfig, pad_id
            console) -> list[float]:  # fmt: skip
     torch.manual_seed(cfg.seed)
     rng = random.Random(cfg.seed)
-    tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
+    tcfg = DevTrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
     optimizer = torch.optim.AdamW(param_groups(model, 0.1), lr=cfg.lr, betas=(0.9, 0.95))
     cut = shared_prefix(rows)
     prefix = torch.tensor(rows[0][0][:cut])

@@ -36,7 +36,13 @@ from agent_server.models.devmodel.tokenizer import (
     train_tokenizer,
     wrap,
 )
-from agent_server.models.devmodel.train import TrainConfig, encode_documents, evaluate, pack, train
+from agent_server.models.devmodel.train import (
+    DevTrainConfig,
+    encode_documents,
+    evaluate,
+    pack,
+    train,
+)
 
 MANIFEST = "apprentice-dev-model.json"
 DEFAULT_STEPS = 300
@@ -108,7 +114,7 @@ class DevModelConfig:
             raise ValueError(f"chat_fraction must be in [0, 1), got {self.chat_fraction}")
         if self.eval_rows < 1 or self.threads < 1:
             raise ValueError("eval_rows and threads must be >= 1")
-        TrainConfig(steps=self.steps, batch_size=self.batch_size, lr=self.lr)
+        DevTrainConfig(steps=self.steps, batch_size=self.batch_size, lr=self.lr)
 
 
 @dataclass(frozen=True)
@@ -249,7 +255,7 @@ def build_dev_model(cfg: DevModelConfig, console: Console | None = None) -> Buil
     if cfg.steps:
         rows = training_rows(files, tokenizer, cfg)
         train_tokens = rows.numel()
-        tcfg = TrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
+        tcfg = DevTrainConfig(steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr)
         train(model, rows, tcfg, seed=cfg.seed, console=console)
 
     model = model.to(torch.bfloat16)  # what we save; measure the loss of exactly that

@@ -22,8 +22,9 @@ from ground.progress import Progress
 
 
 @dataclass(frozen=True)
-class TrainConfig:
-    """Optimisation settings; validated at construction."""
+class DevTrainConfig:
+    """The dev model build's optimisation settings (not the learner's TrainConfig, which
+    configures LoRA updates); validated at construction."""
 
     steps: int
     batch_size: int = 8
@@ -80,7 +81,7 @@ def evaluate(model: PreTrainedModel, rows: torch.Tensor, batch_size: int = 8) ->
     return total / count
 
 
-def lr_at(step: int, cfg: TrainConfig) -> float:
+def lr_at(step: int, cfg: DevTrainConfig) -> float:
     """Linear warmup, then cosine decay to lr * min_lr_ratio at the last step."""
     if step < cfg.warmup_steps:
         return cfg.lr * (step + 1) / cfg.warmup_steps
@@ -103,7 +104,7 @@ def param_groups(model: PreTrainedModel, weight_decay: float) -> list[dict[str, 
 def train(
     model: PreTrainedModel,
     rows: torch.Tensor,
-    cfg: TrainConfig,
+    cfg: DevTrainConfig,
     seed: int,
     console: Console | None = None,
 ) -> list[float]:
