@@ -29,7 +29,7 @@ from agent_server.agent.actions import Action, parse_action, tool_specs
 from agent_server.agent.config import AgentConfig, RecordedCall, RunResult
 from agent_server.agent.events import Event, EventSink, InMemorySink, completion_to_dict
 from agent_server.agent.repeats import RepeatGuard
-from agent_server.agent.summarizer import Summarizer, Turn, View, default_summarizer, rebuild_view
+from agent_server.agent.summarizer import Step, Summarizer, View, default_summarizer, rebuild_view
 from agent_server.agent.task_files import view_for_task
 from agent_server.agent.tools import ModelCall, Reviewer, Toolbox
 from agent_server.agent.workspace import Workspace
@@ -177,7 +177,7 @@ class Agent:
         for path, content in files.items():
             self.view.touch(path, content)
         reply = prompts.assistant_message(c, call_id is not None)
-        self.view.turns.append(Turn(self.step, reply, obs))
+        self.view.turns.append(Step(self.step, reply, obs))
         outlines = {p: self.view.files[p] for p in files}
         await self.emit("observation", message=obs, files=outlines, error=error)
         return error

@@ -1,13 +1,14 @@
 """Self-summarization: the `Summarizer` strategy (OpenHands condenser shape) and the `View`.
 
 The loop keeps a `View` (system prompt, task, plan, outlines of the files touched, the
-latest summary, the turns since) and renders it with `View.messages()`. Before every model
-call it asks `summarizer.should_summarize(view)`; if yes, `await summarizer.summarize(view)`
-returns a smaller view. `ModelSummarizer` triggers on tokens (`budget_ratio` x the backend's
-context window, measured with `backend.count_tokens`), has the model itself write the summary
-from the fixed prompt in prompts.py, and builds a new view that keeps the system prompt, the
-task VERBATIM, the plan, the file outlines, the summary and the last turns, shrunk until it
-fits `target_ratio` x the window (older turns dropped first, then long texts clipped).
+latest summary, the turns since: `View.turns`, each a `Step` of the loop) and renders it
+with `View.messages()`. Before every model call it asks `summarizer.should_summarize(view)`;
+if yes, `await summarizer.summarize(view)` returns a smaller view. `ModelSummarizer` triggers
+on tokens (`budget_ratio` x the backend's context window, measured with
+`backend.count_tokens`), has the model itself write the summary from the fixed prompt in
+prompts.py, and builds a new view that keeps the system prompt, the task VERBATIM, the plan,
+the file outlines, the summary and the last turns, shrunk until it fits `target_ratio` x the
+window (older turns dropped first, then long texts clipped).
 
 `rebuild_view(events)` replays a stored trajectory into the view the loop had, so a session
 resumes from its last summary.
@@ -29,7 +30,10 @@ from agent_server.models.base import Completion, Message, ModelBackend, Sampling
 
 
 @dataclass(frozen=True)
-class Turn:
+class Step:
+    """One step of the loop in the view: the model's reply and what it observed (a person's
+    task or follow-up, which runs many steps, is session.turns.Turn)."""
+
     step: int
     assistant: Message  # the model's reply as sent back to it
     observation: Message  # the result: role "user" (JSON actions) or "tool" (native calls)
@@ -38,7 +42,7 @@ class Turn:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Turn:
+    def from_dict(cls, d: dict[str, Any]) -> Step:
         return cls(step=d["step"], assistant=d["assistant"], observation=d["observation"])
 
 
@@ -53,7 +57,7 @@ class View:
     plan: str = ""
     files: dict[str, str] = field(default_factory=dict)  # path -> outline, oldest first
     summary: str = ""
-    turns: list[Turn] = field(default_factory=list)
+    turns: list[Step] = field(default_factory=list)
     summaries: int = 0  # summarizations so far
     summary_completion: Completion | None = None  # the completion that wrote `summary`
     summary_request: list[Message] | None = None  # the prompt it answered
@@ -207,11 +211,11 @@ class ModelSummarizer:
         )
         return self._fit(new)
 
-    def _request(self, view: View, old: list[Turn]) -> list[Message]:
+    def _request(self, view: View, old: list[Step]) -> list[Message]:
         """The summary prompt over `old`, clipped until it fits `request_limit`."""
         cap, previous, plan = 4000, view.summary, view.plan
         while True:
-            transcript = "\n".join(_render_turn(t, cap) for t in old) or "(no new turns)"
+            transcript = "\n".join(_render_step(t, cap) for t in old) or "(no new turns)"
             request = prompts.summary_request(view.task, plan, previous, transcript)
             if self.tokens(request) <= self.request_limit:
                 return request
@@ -236,7 +240,7 @@ class ModelSummarizer:
             elif view.turns and cap > 100:
                 cap //= 2
                 t = view.turns[0]
-                view.turns[0] = Turn(
+                view.turns[0] = Step(
                     t.step, _clip_message(t.assistant, cap), _clip_message(t.observation, cap)
                 )
             elif view.files:
@@ -268,7 +272,7 @@ def default_summarizer(backend: ModelBackend, budget_ratio: float) -> ModelSumma
     return ModelSummarizer(backend, config)
 
 
-def _render_turn(t: Turn, cap: int) -> str:
+def _render_step(t: Step, cap: int) -> str:
     said = str(t.assistant.get("content") or "")
     if calls := t.assistant.get("tool_calls"):
         said += " " + " ".join(str(c.get("function", c)) for c in calls)
@@ -292,7 +296,7 @@ def rebuild_view(events: Iterable[Event]) -> View:
         elif e.kind == "tool_call" and d.get("plan"):
             view.plan = d["plan"]
         elif e.kind == "observation" and pending is not None:
-            view.turns.append(Turn(e.step, pending, d["message"]))
+            view.turns.append(Step(e.step, pending, d["message"]))
             pending = None
             for path, text in d.get("files", {}).items():
                 view.files.pop(path, None)
@@ -306,7 +310,7 @@ def rebuild_view(events: Iterable[Event]) -> View:
                 plan=d["plan"],
                 files=dict(d["files"]),
                 summary=d["summary"],
-                turns=[Turn.from_dict(t) for t in d["turns"]],
+                turns=[Step.from_dict(t) for t in d["turns"]],
                 summaries=view.summaries + 1,
             )
     if view is None:

@@ -18,8 +18,8 @@ from agent_server.agent.loop import Agent, AgentConfig
 from agent_server.agent.scripted import ScriptedModel
 from agent_server.agent.summarizer import (
     ModelSummarizer,
+    Step,
     SummarizerConfig,
-    Turn,
     View,
     outline,
     rebuild_view,
@@ -152,9 +152,9 @@ async def test_summarize_fits_big_last_turns_and_clips_observations() -> None:
     model = ScriptedModel([], summary="S", context_window=WINDOW, chars_per_token=4)
     summarizer = ModelSummarizer(model, SummarizerConfig(keep_last_turns=3))
 
-    def turn(i: int, n: int) -> Turn:
+    def turn(i: int, n: int) -> Step:
         said = {"role": "assistant", "content": f"a{i}"}
-        return Turn(i, said, {"role": "user", "content": "o" * n})
+        return Step(i, said, {"role": "user", "content": "o" * n})
 
     view = View(system="sys", task=TASK, plan=PLAN, turns=[turn(i, 400) for i in range(8)])
     view.turns.append(turn(8, 40_000))  # one enormous observation
