@@ -220,9 +220,9 @@ def eval_tasks(
 
     from agent_server.agent.config import AgentConfig
     from apprentice.prepare import prepare_database, settings_or_exit, startup_errors
-    from learner.synth.evaluate import run_eval_command
     from learner.synth.rollout import RolloutConfig
     from learner.synth.sandbox import SandboxError
+    from learner.synth.solve_rates import run_eval_command
 
     settings = settings_or_exit(err)
     try:

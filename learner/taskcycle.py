@@ -185,14 +185,14 @@ def roll_out(
     unload: bool = False,
 ) -> dict[str, Any]:
     """`samples` rollouts of each task by `adapter` ((name, folder); None: the base model) on
-    the backend the settings name, stored with `run_id`; learner.synth.evaluate's report.
+    the backend the settings name, stored with `run_id`; learner.synth.solve_rates' report.
     The adapter is loaded first (a no-op when it is already served) and, with `unload`,
     unloaded after (a candidate under evaluation)."""
     from agent_server.agent.config import AgentConfig
-    from learner.synth.evaluate import evaluate_tasks
     from learner.synth.reward import RewardConfig
     from learner.synth.rollout import RolloutConfig
     from learner.synth.sandbox import SandboxConfig
+    from learner.synth.solve_rates import evaluate_tasks
 
     name = adapter[0] if adapter else None
     forget_rollouts(ctx.db, run_id, [r.instance_id for r in records], name)

@@ -15,5 +15,5 @@ The package map (issue 12):
 - sandbox.py   a fresh one-commit workspace per rollout, commands under limits
 - reward.py    the reward terms of a rollout
 - rollout.py   one rollout of the product's own agent on a sandbox
-- evaluate.py  `apprentice tasks eval`: rollouts in parallel, a JSON summary
+- solve_rates.py  `apprentice tasks eval`: rollouts in parallel, solve rates as JSON
 """

@@ -16,7 +16,7 @@ sandbox, grading) is recorded as "crashed" with the error, and the others go on.
 backend serves one at a time), or a factory `(task, sample) -> ModelBackend` (tests give
 each rollout its own ScriptedModel). `run_eval_command` picks the backend and adapter the way
 `apprentice eval codegen` does (learner/codegen.py) and is what the CLI calls.
-Tested in tests/learner/synth/test_evaluate.py.
+Tested in tests/learner/synth/test_solve_rates.py.
 """
 
 from __future__ import annotations

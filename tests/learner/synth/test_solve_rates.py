@@ -1,8 +1,8 @@
-"""`apprentice tasks eval`'s engine (learner/synth/evaluate.py): rollouts run concurrently up
+"""`apprentice tasks eval`'s engine (learner/synth/solve_rates.py): rollouts run concurrently up
 to a bound, each with its wall budget; a runaway model and a broken task are recorded, not
 fatal; the JSON has solve rates overall, per tier and per kind, and the means.
 
-Run: .venv/bin/python -m pytest tests/learner/synth/test_evaluate.py -q
+Run: .venv/bin/python -m pytest tests/learner/synth/test_solve_rates.py -q
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pytest
 from agent_server.agent.scripted import ScriptedModel
 from learner.config import GateConfig
 from learner.evaluate import SolveRate, solve_rule
-from learner.synth.evaluate import evaluate_tasks
 from learner.synth.records import TaskRecord
 from learner.synth.rollout import RolloutConfig
 from learner.synth.sandbox import SandboxConfig
+from learner.synth.solve_rates import evaluate_tasks
 
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 FILES = {"calc.py": "def add(a, b):\n    return a - b\n", "tests/test_calc.py": TEST}
