@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_server.models.base import ModelBackend, Sampling
-from learner.sandbox import DEFAULT_LIMITS, Limits, Outcome, run_python
+from learner.sandbox import DEFAULT_LIMITS, Limits, RunOutcome, run_python
 
 # The HumanEval paper's stop sequences (Chen et al. 2021, section 2.3), and a markdown fence:
 # never Python, it is where a chat-tuned model leaves code for prose (SmolLM2-135M-Instruct
@@ -166,7 +166,7 @@ async def evaluate_codegen(
         t0 = time.monotonic()
         text = cut_at_stop(await complete_prompt(backend, problem.text, sampling, adapter))
         generate_s = time.monotonic() - t0
-        outcome: Outcome = await asyncio.to_thread(run_python, problem.program(text), limits)
+        outcome: RunOutcome = await asyncio.to_thread(run_python, problem.program(text), limits)
         result = Result(
             problem.task_id, outcome.status, outcome.detail, text,
             round(generate_s, 3), outcome.seconds,

@@ -114,7 +114,9 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RunOutcome:
+    """How one `run_python` ended (feedback's `Outcome` is what became of a suggestion)."""
+
     status: Status
     detail: str  # the last line of stderr when it failed ("" when it passed)
     seconds: float
@@ -127,7 +129,7 @@ class Outcome:
 DEFAULT_LIMITS = Limits()
 
 
-def run_python(program: str, limits: Limits = DEFAULT_LIMITS) -> Outcome:
+def run_python(program: str, limits: Limits = DEFAULT_LIMITS) -> RunOutcome:
     """Run `program` (Python source) under `limits`; see the module docstring."""
     import time
 
@@ -153,13 +155,14 @@ def run_python(program: str, limits: Limits = DEFAULT_LIMITS) -> Outcome:
                 code = proc.wait(timeout=limits.timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(proc)
-                return Outcome("timeout", f"timed out after {limits.timeout_s:g}s", _since(start))
+                detail = f"timed out after {limits.timeout_s:g}s"
+                return RunOutcome("timeout", detail, _since(start))
         seconds = _since(start)
         if code == 0:
-            return Outcome("passed", "", seconds)
+            return RunOutcome("passed", "", seconds)
         if code in (-signal.SIGXCPU, -signal.SIGKILL):
-            return Outcome("timeout", f"CPU limit ({limits.rlimits()[0][1]}s)", seconds)
-        return Outcome("failed", _last_line(folder / "stderr.txt", code), seconds)
+            return RunOutcome("timeout", f"CPU limit ({limits.rlimits()[0][1]}s)", seconds)
+        return RunOutcome("failed", _last_line(folder / "stderr.txt", code), seconds)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -35,20 +35,20 @@ class LoginIn(BaseModel):
     token: str = Field(min_length=1, max_length=512, description="The admin token.")
 
 
-class SessionOut(BaseModel):
+class AdminSessionOut(BaseModel):
     csrf_token: str = Field(description="Send it as X-CSRF-Token on POST / PUT / DELETE.")
     expires: dt.datetime
 
 
-def _out(admin_token: str, session: AdminSession) -> SessionOut:
+def _out(admin_token: str, session: AdminSession) -> AdminSessionOut:
     expires = dt.datetime.fromtimestamp(session.expires(), tz=dt.UTC)
-    return SessionOut(csrf_token=csrf_token(admin_token, session), expires=expires)
+    return AdminSessionOut(csrf_token=csrf_token(admin_token, session), expires=expires)
 
 
 @router.post("")
 def sign_in(
     body: LoginIn, request: Request, response: Response, services: ServicesDep
-) -> SessionOut:
+) -> AdminSessionOut:
     """Sign in with the admin token: sets the HttpOnly, SameSite=Strict session cookie."""
     if not services.auth.check_token(body.token, admin=True):
         log.warning(
@@ -64,7 +64,7 @@ def sign_in(
 
 
 @router.get("", dependencies=[Depends(require_admin)])
-def current(request: Request, services: ServicesDep) -> SessionOut:
+def current(request: Request, services: ServicesDep) -> AdminSessionOut:
     """The signed-in session's CSRF token (401 when not signed in)."""
     session = read_cookie(services.auth.admin_token, request.cookies.get(COOKIE))
     if session is None:  # signed in with a bearer token: no cookie session to describe
