@@ -93,10 +93,22 @@ def prepare(
             f"cannot create APPRENTICE_HOME {settings.home}: {_one_line(exc)}; "
             "set APPRENTICE_HOME to a folder you can write"
         ) from exc
+    check_learner_settings(settings)
     # A builder or an installer that prints must not reach stdout (the LSP protocol's channel).
     with contextlib.redirect_stdout(sys.stderr):
         prepare_database(settings)
         prepare_model(settings, install=install_model, build_dev=build_dev, trains=trains, say=say)
+
+
+def check_learner_settings(settings: Settings) -> None:
+    """The learner's settings ([learner] in config.toml) are valid, or StartupError naming
+    the field: a mistake there would otherwise surface only when a cycle starts."""
+    from learner.runs import learner_defaults
+
+    try:
+        learner_defaults(settings)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
 
 
 def prepare_database(settings: Settings) -> None:

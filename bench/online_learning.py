@@ -144,7 +144,7 @@ async def learn(system: System, cycle: dict[str, Any], timeout: float = 1800) ->
         deadline = time.monotonic() + timeout
         while True:
             run = (await api.get(f"/v1/admin/runs/{queued['id']}")).json()
-            if run["status"] in ("succeeded", "failed", "skipped"):
+            if run["status"] in ("succeeded", "failed", "skipped", "deferred"):
                 break
             if time.monotonic() > deadline:
                 raise TimeoutError(f"run {queued['id']} still {run['status']} after {timeout} s")

@@ -80,7 +80,7 @@ def run_round(system: System, config: dict[str, Any], timeout: float) -> dict[st
         run_id = reply.json()["id"]
         while True:
             run = api.get(f"/v1/admin/runs/{run_id}").json()
-            if run["status"] in ("succeeded", "failed", "skipped"):
+            if run["status"] in ("succeeded", "failed", "skipped", "deferred"):
                 break
             if time.monotonic() - started > timeout:
                 raise TimeoutError(f"run {run_id} still {run['status']} after {timeout:.0f} s")

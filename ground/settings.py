@@ -208,6 +208,14 @@ class Settings(BaseSettings):
         description="Seconds before the broker hands an unacknowledged learner task (a worker "
         "killed mid-step) to another worker. Keep it above the longest step.",
     )
+    learner: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The learner's settings for every cycle, scheduled or not: a partial "
+        "LearnerConfig (learner/config.py; each field in docs/configuration.md), e.g. "
+        '`[learner.data]` `exclude_users = ["ada"]` in config.toml, or JSON in '
+        "APPRENTICE_LEARNER. Checked when a worker or `apprentice learn` starts; a run's own "
+        "overrides (admin API body, `apprentice learn --tasks`) apply on top.",
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         default="INFO", description="Log level of every Apprentice process."
     )

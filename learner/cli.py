@@ -4,7 +4,8 @@
                              # 1 task); a GPU host takes the accel queue alone
     apprentice learn [--tasks REPO]  # one cycle in the foreground (a task cycle with
                              # --tasks): progress on stderr, metrics JSON
-                             # on stdout; exit 0 succeeded/skipped, 1 failed, 2 no database
+                             # on stdout; exit 0 succeeded/skipped/deferred, 1 failed,
+                             # 2 no database or bad learner settings
 
 `run_worker(settings, beat=True)` also runs the schedule inside the worker process (what
 `apprentice up` wants: one process for the learner on the embedded broker).
@@ -77,6 +78,7 @@ def learn_once(
     from feedback.migrate import current_revision
     from feedback.queries import get_run
     from learner.pipeline import Context, create_cycle, run_config, run_cycle, steps_of
+    from learner.runs import learner_defaults
 
     overrides = None
     if tasks_repo is not None:
@@ -88,6 +90,11 @@ def learn_once(
             "tasks": {"repo": str(tasks_repo.resolve()), "python": python},
         }
     settings.ensure_home()
+    try:
+        learner_defaults(settings)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return 2
     if current_revision(settings.database_url) is None:
         err.print("[red]error:[/red] the feedback database is empty: run `apprentice db upgrade`")
         return 2

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from agent_server.models.vllm_command import MAX_LORA_RANK
 from feedback.vocab import LABEL_KINDS
+from learner.config_gate import DeployConfig, GateConfig
 from learner.config_tasks import Frozen as _Frozen
 from learner.config_tasks import MixConfig, TasksConfig, TaskTrainConfig  # noqa: F401
 
@@ -157,12 +158,20 @@ class TrainConfig(_Frozen):
     micro_batch_tokens: int = Field(
         default=2048,
         ge=8,
-        description="The token budget of one forward/backward pass: most padded tokens "
+        description="The hard token budget of every forward/backward pass: most padded tokens "
         "(samples x longest row) in it, on every path (training, reference logprobs, "
         "evaluation, task RL). A batch over it is split into micro-batches whose gradients "
-        "accumulate. Activation memory grows with it: ~2 MB a token on SmolLM2-135M in float32 "
-        "(8 prompts of 1,000 tokens in one pass held 18 GB). With processes > 1 the ranks "
-        "share a batch's micro-batches (at least one each).",
+        "accumulate; a sample longer than it is cut (prompt from the left, then the "
+        "completion's end: learner/batching.py), and a max_length above it counts as it. "
+        "Activation memory grows with it: ~2 MB a token on SmolLM2-135M in float32 without "
+        "gradient checkpointing (8 prompts of 1,000 tokens in one pass held 18 GB). With "
+        "processes > 1 the ranks share a batch's micro-batches (at least one each).",
+    )
+    gradient_checkpointing: bool = Field(
+        default=True,
+        description="Recompute each layer's activations in backward instead of keeping them "
+        "from the forward: less memory a pass, more time. Measured on SmolLM2-135M "
+        "(float32, 2 CPU cores, a 2,048-token budget, bench/learner_memory.py): TBD.",
     )
     epochs: float = Field(
         default=3.0, gt=0, description="Passes over the training split (fractions allowed)."
@@ -220,76 +229,6 @@ class TrainConfig(_Frozen):
                 f"{list(LINEAR_LAYERS)} (vLLM serves LoRA on these only)"
             )
         return value
-
-
-class GateConfig(_Frozen):
-    """When a trained adapter is refused (compared with the serving one on held-out data)."""
-
-    accuracy_margin: float = Field(
-        default=0.05,
-        ge=0,
-        description="Refuse when held-out preference accuracy is lower than the serving "
-        "adapter's by more than this.",
-    )
-    loss_margin: float = Field(
-        default=0.05,
-        ge=0,
-        description="Refuse when the held-out KTO loss is higher than the serving adapter's "
-        "by more than this.",
-    )
-    min_per_class: int = Field(
-        default=5,
-        ge=1,
-        description="The accuracy and loss rules decide only when the held-out set has at "
-        "least this many desirable and this many undesirable samples; with fewer they are "
-        "left out (the decision says so) and the other rules decide.",
-    )
-    max_kl: float = Field(
-        default=2.0,
-        gt=0,
-        description="Refuse when the mean per-token KL to the reference exceeds this (nats).",
-    )
-    codegen_problems: int = Field(
-        default=0,
-        ge=0,
-        le=164,
-        description="Also run the first N HumanEval problems (learner/codegen.py) with the "
-        "candidate and the serving adapter; 0 (default) turns the check off: on a CPU it "
-        "costs ~5-10 s of generation per problem and adapter on the real model, more than a "
-        "training step, and a 135M model solves too few of a small subset for it to tell "
-        "anything (see learner/codegen.py for figures). Turn it on with a GPU or a "
-        "code-capable model.",
-    )
-    codegen_margin: float = Field(
-        default=0.05,
-        ge=0,
-        le=1,
-        description="With codegen_problems > 0: refuse when the candidate's pass@1 is lower "
-        "than the serving adapter's by more than this (one problem is 1/N of pass@1).",
-    )
-    solve_margin: float = Field(
-        default=0.1,
-        ge=0,
-        le=1,
-        description="Task cycles: refuse when the candidate's solve rate on held-out tasks is "
-        "lower than the serving adapter's by more than this (one rollout of 20 is 0.05).",
-    )
-
-
-class DeployConfig(_Frozen):
-    """Putting a published adapter into service."""
-
-    canary_prompt: str = Field(
-        default="def add(a, b):",
-        min_length=1,
-        description="User message of the canary completion every new adapter must answer.",
-    )
-    canary_max_tokens: int = Field(default=8, ge=1, description="Tokens of the canary.")
-    timeout_s: float = Field(
-        default=30.0,
-        gt=0,
-        description="Bound on one call to the serving backend, retries included.",
-    )
 
 
 class LearnerConfig(_Frozen):

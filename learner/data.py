@@ -77,9 +77,11 @@ def is_heldout(suggestion_id: str, fraction: float) -> bool:
     return int.from_bytes(digest[:8], "big") / 2**64 < fraction
 
 
-def training_cursor(db: Session) -> int:
-    """Highest outcome id a successful run has trained on (0: none yet)."""
-    runs = db.scalars(select(LearnerRun).where(LearnerRun.status == "succeeded"))
+def training_cursor(db: Session, statuses: tuple[str, ...] = ("succeeded",)) -> int:
+    """Highest outcome id a successful run has trained on (0: none yet). With
+    `statuses=("succeeded", "deferred")`: the highest a decision has seen (what the schedule
+    counts new outcomes from, so a deferred cycle waits for new evidence)."""
+    runs = db.scalars(select(LearnerRun).where(LearnerRun.status.in_(statuses)))
     return max((int((run.dataset or {}).get("max_outcome_id") or 0) for run in runs), default=0)
 
 
@@ -109,13 +111,31 @@ def newest_published_version(db: Session) -> int:
     return int(db.scalar(query) or 0)
 
 
+def _sample(item: Any, deciding: Outcome, config: DataConfig) -> Sample:
+    s = item.suggestion
+    return Sample(
+        suggestion_id=s.id,
+        desirable=deciding.kind in DESIRABLE,
+        weight=float(config.weights.get(deciding.kind, 1.0)),
+        prompt_ids=list(s.prompt_token_ids),
+        completion_ids=list(s.completion_token_ids),
+        behaviour_logprobs=[float(x) for x in s.completion_logprobs],
+        adapter_version=s.adapter_version or 0,
+        outcome=deciding.kind,
+        heldout=is_heldout(s.id, config.heldout_fraction),
+        user_id=s.user_id,
+    )
+
+
 def collect_samples(
     db: Session,
     config: DataConfig,
     *,
     after_outcome_id: int,
 ) -> tuple[list[Sample], dict[str, Any]]:
-    """Labelled samples from outcomes in (after_outcome_id, settled], and a summary dict."""
+    """Labelled samples from outcomes in (after_outcome_id, settled], and a summary dict.
+    Each is marked held out or not by `is_heldout`; the held-out ones are never trained on
+    (the pipeline trains on the rest and scores the held-out pool, `heldout_pool`)."""
     upper = settled_outcome_id(db, config.settle_s)
     newest = newest_published_version(db)
     counts = {"stale": 0, "undecided": 0, "empty": 0, "excluded_user": 0}
@@ -131,28 +151,13 @@ def collect_samples(
         if s.user_id is not None and s.user_id in excluded:
             counts["excluded_user"] += 1
             continue
-        version = s.adapter_version or 0
-        if newest - version > config.staleness_k:
+        if newest - (s.adapter_version or 0) > config.staleness_k:
             counts["stale"] += 1
             continue
         if not s.prompt_token_ids or not s.completion_token_ids:
             counts["empty"] += 1  # an old row, from before the write required the ids
             continue
-        deciding = decisive[-1]
-        samples.append(
-            Sample(
-                suggestion_id=s.id,
-                desirable=deciding.kind in DESIRABLE,
-                weight=float(config.weights.get(deciding.kind, 1.0)),
-                prompt_ids=list(s.prompt_token_ids),
-                completion_ids=list(s.completion_token_ids),
-                behaviour_logprobs=[float(x) for x in s.completion_logprobs],
-                adapter_version=version,
-                outcome=deciding.kind,
-                heldout=is_heldout(s.id, config.heldout_fraction),
-                user_id=s.user_id,
-            )
-        )
+        samples.append(_sample(item, decisive[-1], config))
     samples = samples[-config.max_samples :]  # feedback_since is oldest first
     samples, scaled = cap_user_share(samples, config.max_user_share)
     summary = {
@@ -168,6 +173,27 @@ def collect_samples(
         "user_weight_scaled": scaled,
     }
     return samples, summary
+
+
+def heldout_pool(db: Session, config: DataConfig, *, cap: int) -> list[Sample]:
+    """Every settled, labelled held-out sample so far, of every cycle, newest `cap` (oldest
+    first). The pool lasts across cycles: a suggestion is held out once, by `is_heldout` on
+    its id, and stays out of training for good, so each gate decision sees all the held-out
+    evidence there is, not only this cycle's. Staleness does not apply (a held-out item is
+    scored by both policies, not trained on); opted-out and excluded people's are left out."""
+    upper = settled_outcome_id(db, config.settle_s)
+    excluded = excluded_user_ids(db, config.exclude_users)
+    pool: list[Sample] = []
+    for item in feedback_since(db, after_outcome_id=0):
+        s = item.suggestion
+        if not is_heldout(s.id, config.heldout_fraction):
+            continue
+        decisive = [o for o in item.outcomes if o.id <= upper and _is_decision(o)]
+        if not decisive or (s.user_id is not None and s.user_id in excluded):
+            continue
+        if s.prompt_token_ids and s.completion_token_ids:
+            pool.append(_sample(item, decisive[-1], config))
+    return pool[-cap:]
 
 
 def cap_user_share(samples: list[Sample], share: float) -> tuple[list[Sample], dict[str, float]]:
@@ -200,27 +226,6 @@ def cap_user_share(samples: list[Sample], share: float) -> tuple[list[Sample], d
     out = [replace(s, weight=s.weight * factors[s.user_id]) if s.user_id in factors else s
            for s in samples]  # fmt: skip
     return out, {("shared" if u is None else str(u)): round(f, 6) for u, f in factors.items()}
-
-
-def ensure_split(samples: list[Sample]) -> list[Sample]:
-    """The hash split, adjusted so each class with 2+ samples has one in each split.
-
-    Deterministic for the same samples (a redelivered collect makes the same split): the
-    sample moved is the one whose suggestion id sorts first.
-    """
-    out = list(samples)
-    for label in (True, False):
-        members = sorted(
-            (i for i, s in enumerate(out) if s.desirable is label),
-            key=lambda i: out[i].suggestion_id,
-        )
-        if len(members) < 2:
-            continue
-        for want in (True, False):
-            if not any(out[i].heldout is want for i in members):
-                i = members[0] if want else members[-1]
-                out[i] = replace(out[i], heldout=want)
-    return out
 
 
 def write_snapshot(path: Path, samples: list[Sample]) -> None:

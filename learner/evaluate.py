@@ -1,38 +1,27 @@
-"""Evaluate and gate: score adapters on held-out feedback and refuse a worse candidate.
+"""Evaluate: the candidate against the serving policy on held-out feedback, item by item.
 
-    scores = score_adapters(model_dir, heldout, {"candidate": cand_dir, "serving": None},
-                            train_config)
-    decision = gate(scores["candidate"], scores["serving"], config.gate,
-                    finite=adapter_is_finite(cand_dir))
+    scores = score_heldout(model_dir, heldout, candidate_dir, serving_dir, train, gate)
+    scores.deltas, scores.classes     # per held-out item: the paired evidence (learner/gate.py)
+    scores.kl_to_serving              # mean per-token KL(candidate || serving)
+    scores.perplexity                 # general code (learner/general_code.py), both policies
 
-Metrics per adapter (None = the base model), on the held-out samples:
-- `preference_accuracy`: P(r(desirable) > r(undesirable)) over all held-out pairs, ties
-  counting half (0.5 for the base model, whose implicit reward is 0 everywhere);
-- `kl`: mean exact per-token KL(pi || pi_ref) over the completion positions (the full
-  next-token distributions, not a sampled estimate);
-- `loss`: the KTO loss with the reference point z0 at 0 and no importance weights, lambdas
-  balanced on the held-out set: a logistic loss of the implicit reward against the label.
-  (The training loss's z0 and importance weights depend on the adapter being scored, which
-  makes that loss incomparable between two adapters; this one compares like with like.)
-- `reward_margin`: mean r of desirable minus mean r of undesirable samples.
-The gate refuses non-finite weights or metrics, accuracy below the serving adapter's by more
-than `accuracy_margin`, loss above it by more than `loss_margin`, and KL above `max_kl`. The
-accuracy and loss rules decide only when the held-out set has at least `min_per_class`
-samples of each class (else the decision says why they were left out: KL still decides).
-With `codegen_problems` > 0, `codegen_gate` also runs the first N HumanEval problems with
-both adapters (learner/codegen.py) and refuses a pass@1 below the serving adapter's by more
-than `codegen_margin` (off by default: see GateConfig). A task cycle adds `solve_rule`: the
-candidate's solve rate on held-out tasks (never trained on) below the serving adapter's by
-more than `solve_margin` is refused.
-Tested in tests/learner/test_train.py, tests/learner/test_gate.py and (solve_rule)
-tests/learner/synth/test_evaluate.py.
+Each held-out item is one suggestion a person judged. Both policies score what was sampled
+(its mean per-token logprob); the item's delta is the candidate's minus the serving one's,
+signed by the verdict: positive when the candidate makes an accepted completion likelier or a
+rejected one less likely. The serving policy is the adapter deployed now (the base model when
+none is), so the gate asks "is this better than what people get today", not "than the base".
+`kl_to_serving` is the exact per-token KL over the held-out completion positions (the full
+next-token distributions): how far this one update moves what is served. Perplexity on
+general code guards against forgetting. `codegen_gate` (HumanEval pass@1, off by default) and
+`adapter_is_finite` are the other measures the gate reads. learner/gate.py decides.
+Tested in tests/learner/test_gate.py (real training on the dev model) and test_codegen.py.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,36 +32,29 @@ from safetensors.torch import load_file
 from learner.config import GateConfig, TrainConfig
 from learner.data import Sample
 from learner.device import model_device
-from learner.kto import (
-    class_weights,
-    completion_logits,
-    make_batch,
-    per_token_kl,
-    preference_accuracy,
-    token_logprobs,
-)
+from learner.kto import completion_logits, make_batch, per_token_kl, token_logprobs
 from learner.train import load_base, micro_batches
 
-
-@dataclass(frozen=True)
-class Scores:
-    samples: int
-    desirable: int  # held-out samples of each class: the evidence the pairwise rules rest on
-    undesirable: int
-    preference_accuracy: float | None
-    kl: float
-    loss: float
-    reward_margin: float | None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+VERDICTS = ("accepted", "rejected")  # the strata of held-out feedback
 
 
 @dataclass(frozen=True)
-class GateDecision:
-    accepted: bool
-    reasons: list[str]
-    undecided: list[str] = field(default_factory=list)  # rules left out, and why
+class HeldoutScores:
+    """Both policies on the same held-out items (and on general code)."""
+
+    deltas: list[float]  # per item: signed change in mean token logprob (positive: better)
+    classes: list[str]  # per item: "accepted" | "rejected" (the person's verdict)
+    kl_to_serving: float
+    mean_logprob: dict[str, dict[str, float | None]]  # policy -> verdict -> mean
+    perplexity: dict[str, Any]  # {"candidate", "serving", "ratio", "files", "tokens"}
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "items": {v: self.classes.count(v) for v in VERDICTS},
+            "kl_to_serving": round(self.kl_to_serving, 6),
+            "mean_logprob": self.mean_logprob,
+            "perplexity": self.perplexity,
+        }
 
 
 def adapter_is_finite(adapter_dir: Path) -> bool:
@@ -84,130 +66,99 @@ def adapter_is_finite(adapter_dir: Path) -> bool:
     return True
 
 
-@torch.no_grad()
-def score_adapters(
-    model_dir: str | Path,
-    samples: Sequence[Sample],
-    adapters: Mapping[str, Path | None],
-    config: TrainConfig,
-) -> dict[str, Scores]:
-    """Scores of each named adapter folder (None: the base model) on `samples`, on
-    `config.device` in `config.dtype`, `config.micro_batch_tokens` per forward."""
+def _policies(model_dir: str | Path, candidate: Path, serving: Path | None,
+              config: TrainConfig) -> PeftModel:  # fmt: skip
     base = load_base(model_dir, device=config.device, dtype=config.dtype)
-    peft: PeftModel | None = None
-    for name, folder in adapters.items():
-        if folder is None:
-            continue
-        if peft is None:
-            peft = PeftModel.from_pretrained(base, str(folder), adapter_name=name)
-        else:
-            peft.load_adapter(str(folder), adapter_name=name)
-    model = peft if peft is not None else base
-    model.eval()
-    lambdas = class_weights(samples, config.desirable_weight, config.undesirable_weight)
-    results: dict[str, Scores] = {}
-    for name, folder in adapters.items():
-        rewards, desirable, kls, weights, losses = [], [], [], [], []
-        for positions in micro_batches(samples, config):
-            batch = make_batch(
-                [samples[k] for k in positions],
-                max_length=config.max_length,
-                max_completion_length=config.max_completion_length,
-                lambdas=lambdas,
-                device=model_device(model),
-            )
-            ref_logits = _logits(model, batch, adapter=None, peft=peft)
-            pol_logits = _logits(model, batch, adapter=name if folder else None, peft=peft)
-            pick_ref = token_logprobs(ref_logits, batch)
-            pick_pol = token_logprobs(pol_logits, batch)
-            reward = ((pick_pol - pick_ref) * batch.completion_mask).sum(-1)
-            sign = torch.where(batch.desirable, 1.0, -1.0)
-            per_sample = 1 - torch.sigmoid(config.beta * sign * reward)
-            kl = per_token_kl(pol_logits, ref_logits)  # [B, T]
-            kls += kl[batch.completion_mask.bool()].tolist()
-            rewards += reward.tolist()
-            desirable += batch.desirable.tolist()
-            losses.append(float((per_sample * batch.weight).sum()))
-            weights.append(float(batch.weight.sum()))
-        results[name] = _scores(rewards, desirable, kls, losses, weights)
-    return results
+    model = PeftModel.from_pretrained(base, str(candidate), adapter_name="candidate")
+    if serving is not None:
+        model.load_adapter(str(serving), adapter_name="serving")
+    return model.eval()
 
 
-def _logits(
-    model: torch.nn.Module, batch: Any, *, adapter: str | None, peft: PeftModel | None
-) -> torch.Tensor:
-    if peft is None:
-        return completion_logits(model, batch)
-    if adapter is None:
-        with peft.disable_adapter():
+def _logits(model: PeftModel, batch: Any, policy: str | None) -> torch.Tensor:
+    """Completion logits of one policy: an adapter by name, or None for the base model."""
+    if policy is None:
+        with model.disable_adapter():
             return completion_logits(model, batch)
-    peft.set_adapter(adapter)
+    model.set_adapter(policy)
     return completion_logits(model, batch)
 
 
-def _scores(
-    rewards: list[float],
-    desirable: list[bool],
-    kls: list[float],
-    losses: list[float],
-    weights: list[float],
-) -> Scores:
-    good = [r for r, d in zip(rewards, desirable, strict=True) if d]
-    bad = [r for r, d in zip(rewards, desirable, strict=True) if not d]
-    margin = (sum(good) / len(good) - sum(bad) / len(bad)) if good and bad else None
-    return Scores(
-        samples=len(rewards),
-        desirable=len(good),
-        undesirable=len(bad),
-        preference_accuracy=preference_accuracy(rewards, desirable),
-        kl=sum(kls) / len(kls) if kls else 0.0,
-        loss=sum(losses) / sum(weights) if sum(weights) > 0 else float("nan"),
-        reward_margin=margin,
-    )
+@torch.no_grad()
+def _item_scores(
+    model: PeftModel, samples: Sequence[Sample], serving: str | None, config: TrainConfig
+) -> tuple[list[float], list[float], list[float]]:
+    """(candidate mean logprobs, serving mean logprobs, per-token KLs) over `samples`."""
+    cand, serv, kls = [], [], []
+    for positions in micro_batches(samples, config):
+        batch = make_batch([samples[k] for k in positions], max_length=config.max_length,
+                           max_completion_length=config.max_completion_length,
+                           device=model_device(model))  # fmt: skip
+        mask = batch.completion_mask
+        count = mask.sum(-1).clamp(min=1)
+        c_logits = _logits(model, batch, "candidate")
+        s_logits = _logits(model, batch, serving)
+        cand += ((token_logprobs(c_logits, batch) * mask).sum(-1) / count).tolist()
+        serv += ((token_logprobs(s_logits, batch) * mask).sum(-1) / count).tolist()
+        kls += per_token_kl(c_logits, s_logits)[mask.bool()].tolist()
+        del c_logits, s_logits
+    return cand, serv, kls
 
 
-def gate(candidate: Scores, serving: Scores, config: GateConfig, *, finite: bool) -> GateDecision:
-    """Accept the candidate unless one of the module docstring's rules refuses it."""
-    reasons = []
-    if not finite:
-        reasons.append("the adapter has non-finite weights (NaN or inf)")
-    values = [candidate.kl, candidate.loss, candidate.preference_accuracy or 0.0]
-    if not all(math.isfinite(v) for v in values):
-        reasons.append(f"non-finite held-out metrics: {candidate.as_dict()}")
-    undecided = []
-    fewest = min(candidate.desirable, candidate.undesirable)
-    if fewest < config.min_per_class:
-        # One accepted sample among twenty made the pairwise accuracy 0.118 = 2/17 and the
-        # class-balanced loss hang on that one sample: noise, not evidence of a worse policy.
-        undecided.append(
-            f"preference accuracy and held-out loss not compared: {candidate.desirable} "
-            f"desirable and {candidate.undesirable} undesirable held-out samples (fewer than "
-            f"min_per_class {config.min_per_class} of one class)"
-        )
-    else:
-        reasons += _pairwise_rules(candidate, serving, config)
-    if candidate.kl > config.max_kl:
-        reasons.append(f"KL to the reference {candidate.kl:.4f} exceeds max_kl {config.max_kl}")
-    return GateDecision(accepted=not reasons, reasons=reasons, undecided=undecided)
+def _code_samples(model_dir: str | Path, gate: GateConfig) -> list[Sample]:
+    from transformers import AutoTokenizer
+
+    from learner.general_code import code_chunks
+
+    folder = Path(gate.perplexity_dir) if gate.perplexity_dir else None
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    chunks = code_chunks(tokenizer, files=gate.perplexity_files, tokens=gate.perplexity_tokens,
+                         folder=folder)  # fmt: skip
+    return [Sample(suggestion_id=f"code-{i}", desirable=True, weight=1.0,
+                   prompt_ids=ids[:1], completion_ids=ids[1:], behaviour_logprobs=[],
+                   adapter_version=0, outcome="accepted", heldout=True)
+            for i, ids in enumerate(chunks)]  # fmt: skip
 
 
-def _pairwise_rules(candidate: Scores, serving: Scores, config: GateConfig) -> list[str]:
-    reasons = []
-    if (
-        candidate.preference_accuracy is not None
-        and serving.preference_accuracy is not None
-        and candidate.preference_accuracy < serving.preference_accuracy - config.accuracy_margin
-    ):
-        reasons.append(
-            f"preference accuracy {candidate.preference_accuracy:.3f} is below the serving "
-            f"adapter's {serving.preference_accuracy:.3f} by more than {config.accuracy_margin}"
-        )
-    if candidate.loss > serving.loss + config.loss_margin:
-        reasons.append(
-            f"held-out loss {candidate.loss:.4f} is above the serving adapter's "
-            f"{serving.loss:.4f} by more than {config.loss_margin}"
-        )
-    return reasons
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def score_heldout(
+    model_dir: str | Path,
+    heldout: Sequence[Sample],
+    candidate: Path,
+    serving: Path | None,
+    train: TrainConfig,
+    gate: GateConfig,
+) -> HeldoutScores:
+    """The candidate and the serving policy (None: the base model) on `heldout` and on
+    general code, on `train.device` in `train.dtype`, `train.micro_batch_tokens` a forward."""
+    model = _policies(model_dir, candidate, serving, train)
+    serving_name = "serving" if serving is not None else None
+    cand, serv, kls = _item_scores(model, heldout, serving_name, train)
+    classes = ["accepted" if s.desirable else "rejected" for s in heldout]
+    deltas = [(c - s) if s_.desirable else (s - c)
+              for c, s, s_ in zip(cand, serv, heldout, strict=True)]  # fmt: skip
+    means = {
+        name: {v: _mean([x for x, k in zip(values, classes, strict=True) if k == v])
+               for v in VERDICTS}
+        for name, values in (("candidate", cand), ("serving", serv))
+    }  # fmt: skip
+    perplexity: dict[str, Any] = {}
+    if gate.perplexity_files:
+        code = _code_samples(model_dir, gate)
+        c_code, s_code, _ = _item_scores(model, code, serving_name, train)
+        tokens = [len(s.completion_ids) for s in code]
+        nll = {name: -sum(m * n for m, n in zip(v, tokens, strict=True)) / sum(tokens)
+               for name, v in (("candidate", c_code), ("serving", s_code))}  # fmt: skip
+        perplexity = {"candidate": round(math.exp(nll["candidate"]), 4),
+                      "serving": round(math.exp(nll["serving"]), 4),
+                      "ratio": round(math.exp(nll["candidate"] - nll["serving"]), 6),
+                      "files": len(code), "tokens": sum(tokens)}  # fmt: skip
+    return HeldoutScores(deltas=deltas, classes=classes,
+                         kl_to_serving=_mean(kls) or 0.0, mean_logprob=means,
+                         perplexity=perplexity)  # fmt: skip
 
 
 def codegen_rule(candidate: float, serving: float, config: GateConfig) -> list[str]:

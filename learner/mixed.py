@@ -149,4 +149,7 @@ def evaluate_mixed(
     feedback = feedback_evaluation(ctx, run_id, config) if heldout else {}
     tasks = evaluate_heldout(ctx, run_id, config)
     reasons = [*feedback.get("reasons", []), *tasks["reasons"]]
-    return {**feedback, "tasks": tasks, "accepted": not reasons, "reasons": reasons}
+    verdicts = {feedback.get("decision"), tasks.get("decision", "refuse" if reasons else "deploy")}
+    decision = next((v for v in ("refuse", "defer") if v in verdicts), "deploy")
+    return {**feedback, "tasks": tasks, "decision": decision, "accepted": decision == "deploy",
+            "reasons": reasons}  # fmt: skip

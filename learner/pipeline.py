@@ -2,7 +2,7 @@
 publish -> deploy for people's feedback; tasks -> rollouts -> train -> evaluate -> publish ->
 deploy for a task cycle (`kind: tasks`; the agent's own rollouts of mined tasks, trained on
 with learner/grpo.py, gated on held-out tasks: learner/taskcycle.py). Celery tasks
-(learner/tasks.py) call them; so does `apprentice learn` (`run_cycle`, in the foreground, no
+(learner/jobs.py) call them; so does `apprentice learn` (`run_cycle`, in the foreground, no
 broker), and so do the tests.
 
     ctx = Context(settings, sessionmaker)
@@ -42,6 +42,7 @@ from learner.deploy import deploy_version
 from learner.runs import (  # noqa: F401  (re-exported: the steps' vocabulary)
     FINAL,
     Context,
+    RunDeferred,
     RunSkipped,
     StepFailed,
     create_cycle,
@@ -68,7 +69,7 @@ def steps_of(config: LearnerConfig) -> tuple[str, ...]:
 
 def collect(ctx: Context, run_id: int) -> dict[str, Any]:
     def body(config: LearnerConfig) -> dict[str, Any]:
-        from learner.data import collect_samples, ensure_split, training_cursor, write_snapshot
+        from learner.data import collect_samples, heldout_pool, training_cursor, write_snapshot
 
         timeout = ctx.settings.learner_visibility_timeout_s
         if config.train.max_seconds >= timeout:
@@ -80,22 +81,33 @@ def collect(ctx: Context, run_id: int) -> dict[str, Any]:
         with transaction(ctx.db) as db:
             cursor = training_cursor(db)
             samples, summary = collect_samples(db, config.data, after_outcome_id=cursor)
-        samples = ensure_split(samples)
+            pool = heldout_pool(db, config.data, cap=config.gate.max_heldout)
         train = [s for s in samples if not s.heldout]
-        summary.update(train=len(train), heldout=len(samples) - len(train))
+        pooled = {"accepted": sum(s.desirable for s in pool),
+                  "rejected": sum(not s.desirable for s in pool)}  # fmt: skip
+        summary.update(train=len(train), heldout_new=summary["heldout"], heldout=len(pool),
+                       heldout_pool=pooled)  # fmt: skip
         with transaction(ctx.db) as db:
             set_run_dataset(db, run_id=run_id, dataset=summary)
-        short = None
-        if len(samples) < config.data.min_samples:
-            short = f"{len(samples)} labelled samples, need {config.data.min_samples}"
-        elif not summary["desirable"] or not summary["undesirable"]:
-            short = "needs both accepted and rejected suggestions to learn from"
-        elif not train or len(train) == len(samples):
-            short = "too few samples for a training and a held-out split"
+        short: RunSkipped | None = None
+        fewest = min(pooled.values())
+        if len(train) < config.data.min_samples:
+            short = RunSkipped(f"{len(train)} labelled samples to train on, need "
+                               f"{config.data.min_samples}")  # fmt: skip
+        elif not any(s.desirable for s in train) or all(s.desirable for s in train):
+            short = RunSkipped("needs both accepted and rejected suggestions to learn from")
+        elif fewest < config.gate.min_per_class:
+            short = RunDeferred(
+                f"deferred: {pooled['accepted']} accepted and {pooled['rejected']} rejected "
+                f"held-out outcomes; the gate needs {config.gate.min_per_class} of each, about "
+                f"{config.gate.min_per_class - fewest} more of the rarer kind",
+                {"heldout_pool": pooled},
+            )  # fmt: skip
         if short and config.kind != "mixed":
-            raise RunSkipped(short)
+            raise short
+        samples = train + pool
         if short:  # a mixed cycle goes on with its task rollouts alone
-            samples, summary["left_out"] = [], short
+            samples, summary["left_out"] = [], str(short)
         write_snapshot(ctx.run_dir(run_id) / "dataset.json", samples)
         return summary
 
@@ -168,34 +180,39 @@ def train(ctx: Context, run_id: int) -> dict[str, Any]:
 
 
 def feedback_evaluation(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
-    """The candidate and the serving adapter on the held-out feedback, and the gate's
-    decision (`reasons`: empty when it accepts)."""
+    """The candidate against the serving policy on the held-out pool, and the gate's verdict
+    (learner/gate.py: `decision` deploy | refuse | defer, `reasons` empty when it deploys)."""
     from learner.data import read_snapshot
-    from learner.evaluate import adapter_is_finite, codegen_gate, gate, score_adapters
+    from learner.evaluate import adapter_is_finite, codegen_gate, score_heldout
+    from learner.gate import feedback_decision
 
     heldout = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if s.heldout]
     candidate = ctx.run_dir(run_id) / "candidate"
     serving_version, serving_dir = ctx.serving_adapter()
     finite = adapter_is_finite(candidate)
-    scores = score_adapters(
-        ctx.settings.model_name, heldout,
-        {"candidate": candidate, "serving": serving_dir}, config.train,
-    )  # fmt: skip
-    decision = gate(scores["candidate"], scores["serving"], config.gate, finite=finite)
-    reasons = decision.reasons
+    scores = score_heldout(ctx.settings.model_name, heldout, candidate, serving_dir,
+                           config.train, config.gate)  # fmt: skip
+    decision = feedback_decision(scores, config.gate, finite=finite).as_dict()
     codegen: dict[str, Any] = {}
-    if not reasons:  # HumanEval pass@1, when gate.codegen_problems > 0 (off by default)
+    if decision["accepted"]:  # HumanEval pass@1, when gate.codegen_problems > 0 (off by default)
         codegen, reasons = codegen_gate(
             ctx.settings.model_name, candidate, serving_dir, config.gate
         )
+        if reasons:
+            decision.update(decision="refuse", accepted=False, reasons=reasons)
+    summary = scores.summary()
+    evidence = decision["evidence"]
     return {
-        "candidate": scores["candidate"].as_dict(),
-        "serving": scores["serving"].as_dict(),
+        **decision,
+        **summary,
+        "candidate": {
+            "effect": evidence.get("effect"),
+            "p_value": evidence.get("p_value"),
+            "kl_to_serving": summary["kl_to_serving"],
+            "perplexity": summary["perplexity"].get("candidate"),
+        },  # fmt: skip
         "serving_version": serving_version,
         "finite": finite,
-        "accepted": not reasons,
-        "reasons": reasons,
-        "undecided": decision.undecided,
         **({"codegen": codegen} if codegen else {}),
     }
 
@@ -212,6 +229,8 @@ def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
             metrics = evaluate_mixed(ctx, run_id, config, feedback_evaluation)
         else:
             metrics = feedback_evaluation(ctx, run_id, config)
+        if metrics.get("decision") == "defer":
+            raise RunDeferred("; ".join(metrics["reasons"]), metrics)
         if metrics["reasons"]:
             raise StepFailed("gate refused the adapter: " + "; ".join(metrics["reasons"]), metrics)
         return metrics
@@ -298,7 +317,7 @@ def run_cycle(ctx: Context, run_id: int) -> LearnerRun:
         try:
             STEP_FUNCTIONS[name](ctx, run_id)
         except RunSkipped as exc:
-            skip_run(ctx, run_id, name, str(exc))
+            skip_run(ctx, run_id, name, exc)
             break
         except StepFailed as exc:
             fail_run(ctx, run_id, name, str(exc), exc.metrics)

@@ -19,10 +19,11 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -38,7 +39,7 @@ from learner.deploy import Deployer, make_deployer, record_failed_deployment
 from learner.storage import ArtifactStore, make_store
 
 log = logging.getLogger(__name__)
-FINAL = ("succeeded", "failed", "skipped")
+FINAL = ("succeeded", "failed", "skipped", "deferred")
 Progress = Callable[[str, dict[str, Any]], None]  # (step, what happened)
 
 
@@ -54,16 +55,35 @@ class RunSkipped(Exception):
     """Nothing to learn from yet: the run ends `skipped` with this reason."""
 
 
+class RunDeferred(RunSkipped):
+    """Too little evidence to decide yet: the run ends `deferred` with this reason (and these
+    metrics), deploys nothing and keeps its feedback for the next cycle."""
+
+    def __init__(self, reason: str, metrics: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.metrics = metrics or {}
+
+
 @dataclass
 class Context:
     """What every step needs; one per worker process."""
 
     settings: Settings
     db: sessionmaker[Session]
-    defaults: LearnerConfig = field(default_factory=LearnerConfig)
+    defaults: LearnerConfig | None = None  # None: learner_defaults(settings)
     deployer: Callable[[Settings, Any], Deployer] = make_deployer
     backend: Callable[[Settings], ModelBackend] = build_backend  # what task rollouts run on
     progress: Progress | None = None
+
+    def __post_init__(self) -> None:
+        if self.defaults is None:
+            self.defaults = learner_defaults(self.settings)
+
+    @property
+    def config(self) -> LearnerConfig:
+        """The learner's settings for every cycle (`defaults`, never None after init)."""
+        assert self.defaults is not None
+        return self.defaults
 
     @functools.cached_property
     def artifacts(self) -> ArtifactStore:
@@ -99,6 +119,18 @@ class Context:
         return version, self.adapter_folder(version, recorded)
 
 
+def learner_defaults(settings: Settings) -> LearnerConfig:
+    """The built-in defaults with `settings.learner` (config.toml's `[learner]` tables or
+    APPRENTICE_LEARNER) merged in. A bad value raises a ValueError that names the field."""
+    try:
+        return LearnerConfig().with_overrides(settings.learner)
+    except ValidationError as exc:
+        errors = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'learner'}: {e['msg']}"
+                           f" (got {e['input']!r})" for e in exc.errors())  # fmt: skip
+        raise ValueError(f"the learner settings ([learner] in config.toml, or "
+                         f"APPRENTICE_LEARNER) are not valid: {errors}") from None  # fmt: skip
+
+
 def run_key(run_id: int) -> str:
     """The run's files in the artifact store (and under $APPRENTICE_HOME)."""
     return f"learner/runs/run-{run_id}"
@@ -106,15 +138,15 @@ def run_key(run_id: int) -> str:
 
 def create_cycle(ctx: Context, *, trigger: str, overrides: dict[str, Any] | None = None) -> int:
     """A queued run whose `config` is the full resolved LearnerConfig."""
-    config = ctx.defaults.with_overrides(overrides)
+    config = ctx.config.with_overrides(overrides)
     with transaction(ctx.db) as db:
         return create_run(db, trigger=trigger, config=config.model_dump(mode="json")).id
 
 
 def scheduled_run(ctx: Context) -> int | None:
     """What the schedule does: a queued run when `learner_min_feedback` decisive outcomes
-    arrived since the last successful run and no run is in progress; with fewer, a task cycle
-    on `learner_task_repo` when it is set; else None.
+    arrived since the last successful or deferred run and no run is in progress; with fewer,
+    a task cycle on `learner_task_repo` when it is set; else None.
 
     A run still queued or running after 5 visibility timeouts is taken for dead (its worker
     was killed on a broker that does not redeliver) and no longer blocks the schedule.
@@ -129,9 +161,8 @@ def scheduled_run(ctx: Context) -> int | None:
                 LearnerRun.status.in_(("queued", "running")), LearnerRun.created_at > recent
             )
         ).first()
-        fresh = new_outcome_count(
-            db, after_outcome_id=training_cursor(db), settle_s=ctx.defaults.data.settle_s
-        )
+        seen = training_cursor(db, ("succeeded", "deferred"))  # a deferral waits for more
+        fresh = new_outcome_count(db, after_outcome_id=seen, settle_s=ctx.config.data.settle_s)
     if (
         busy is None
         and fresh < ctx.settings.learner_min_feedback
@@ -146,10 +177,11 @@ def scheduled_run(ctx: Context) -> int | None:
     return create_cycle(ctx, trigger="schedule")
 
 
-def run_config(run: LearnerRun) -> LearnerConfig:
+def run_config(run: LearnerRun, defaults: LearnerConfig | None = None) -> LearnerConfig:
     """The run's config: its stored dict (full, or partial overrides from the admin API)
-    over the defaults. A bad value raises pydantic's ValidationError naming the field."""
-    return LearnerConfig().with_overrides(run.config or {})
+    over `defaults` (the learner settings; None: the built-in defaults). A bad value raises
+    pydantic's ValidationError naming the field."""
+    return (defaults or LearnerConfig()).with_overrides(run.config or {})
 
 
 def _begin(ctx: Context, run_id: int, name: str) -> tuple[LearnerConfig, dict[str, Any] | None]:
@@ -160,15 +192,16 @@ def _begin(ctx: Context, run_id: int, name: str) -> tuple[LearnerConfig, dict[st
         if run is None:
             raise StepFailed(f"no learner run {run_id}")
         done = next((s for s in run.steps if s["name"] == name), None)
+        config = run_config(run, ctx.config)
         if done is not None and done["status"] == "succeeded":
-            return run_config(run), dict(done.get("metrics") or {})
+            return config, dict(done.get("metrics") or {})
         if run.status in FINAL:
-            return run_config(run), {"run_finished": run.status}
+            return config, {"run_finished": run.status}
         if run.status == "queued":
             start_run(db, run_id=run_id)
-            run.config = run_config(run).model_dump(mode="json")  # record what it ran with
+            run.config = config.model_dump(mode="json")  # record what it ran with
         update_run_step(db, run_id=run_id, name=name, status="running")
-        return run_config(run), None
+        return config, None
 
 
 def recorded_step(
@@ -213,14 +246,19 @@ def fail_run(ctx: Context, run_id: int, step: str, reason: str,
     ctx.report(step, {"status": "failed", "error": reason})
 
 
-def skip_run(ctx: Context, run_id: int, step: str, reason: str) -> None:
+def skip_run(ctx: Context, run_id: int, step: str, reason: str | RunSkipped) -> None:
+    """End the run `skipped` (nothing to learn from), or `deferred` for a RunDeferred (too
+    little evidence to decide: its metrics say what the gate saw)."""
+    deferred = isinstance(reason, RunDeferred)
+    status = "deferred" if deferred else "skipped"
+    metrics = {**reason.metrics, "reason": str(reason)} if deferred else {"reason": str(reason)}
     with transaction(ctx.db) as db:
         run = get_run(db, run_id=run_id)
         if run is None or run.status in FINAL:
             return
-        update_run_step(db, run_id=run_id, name=step, status="skipped", metrics={"reason": reason})
-        finish_run(db, run_id=run_id, status="skipped", error=reason)
-    ctx.report(step, {"status": "skipped", "reason": reason})
+        update_run_step(db, run_id=run_id, name=step, status=status, metrics=metrics)
+        finish_run(db, run_id=run_id, status=status, error=str(reason))
+    ctx.report(step, {"status": status, "reason": str(reason)})
 
 
 def save_candidate(ctx: Context, run_id: int, policy: Any) -> None:

@@ -61,7 +61,7 @@ try {
   const navigations = [];
   page.on("framenavigated", (frame) => navigations.push(frame.url()));
   const deadline = Date.now() + 300_000;
-  while (!["succeeded", "failed", "skipped"].includes(statuses.at(-1)) && Date.now() < deadline) {
+  while (!["succeeded", "failed", "skipped", "deferred"].includes(statuses.at(-1)) && Date.now() < deadline) {
     await page.waitForTimeout(250);
     const now = await page.textContent("#run-status").catch(() => null);
     if (now && now !== statuses.at(-1)) statuses.push(now);

@@ -17,7 +17,7 @@ from feedback.models.base import Base, UTCDateTime, str_enum, utcnow
 
 AdapterStatus = Literal["published", "refused", "retired"]
 DeploymentStatus = Literal["active", "superseded", "rolled_back", "failed"]
-RunStatus = Literal["queued", "running", "succeeded", "failed", "skipped"]
+RunStatus = Literal["queued", "running", "succeeded", "failed", "skipped", "deferred"]
 
 
 class LearnerRun(Base):

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from feedback.models import LearnerRun, utcnow
 
-StepStatus = Literal["running", "succeeded", "failed", "skipped"]
-FINAL_RUN_STATUSES = ("succeeded", "failed", "skipped")
+StepStatus = Literal["running", "succeeded", "failed", "skipped", "deferred"]
+FINAL_RUN_STATUSES = ("succeeded", "failed", "skipped", "deferred")
 
 
 class UnknownRun(LookupError):

@@ -38,7 +38,7 @@ def _upgrade_with_rows(url: str) -> None:
         with engine.begin() as conn:
             for statement in ROWS:
                 conn.execute(text(statement))
-        upgrade(url)
+        upgrade(url, "0003")
         assert current_revision(url) == "0003"
         with engine.connect() as conn:
             outcomes = conn.execute(

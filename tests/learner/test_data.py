@@ -9,10 +9,11 @@ import uuid
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from feedback.db import transaction
-from feedback.models import Suggestion
+from feedback.models import Outcome, Suggestion
 from feedback.queries import (
     create_run,
     finish_run,
@@ -23,7 +24,7 @@ from feedback.queries import (
 )
 from feedback.vocab import EDITOR_REASON_PREFIX, LABEL_KINDS
 from learner.config import DataConfig, LearnerConfig
-from learner.data import collect_samples, ensure_split, new_outcome_count
+from learner.data import collect_samples, heldout_pool, new_outcome_count
 from learner.data import training_cursor as cursor_of
 
 PROMPT = [{"role": "user", "content": "def add(a, b):"}]
@@ -163,20 +164,34 @@ def test_only_outcomes_after_the_last_successful_run_and_settled_ones_count(
     assert late == [], "outcomes younger than settle_s wait for the next run"
 
 
-def test_split_is_stable_and_has_both_classes_on_both_sides(db: sessionmaker[Session]):
+def test_the_held_out_pool_lasts_across_cycles_and_is_never_trained_on(
+    db: sessionmaker[Session],
+):
+    """A suggestion is held out once, by its id's hash, in every run; the pool gathers the
+    held-out ones of every cycle (not only those after the cursor), and none of them is ever
+    a training sample."""
     with transaction(db) as s:
-        for i in range(12):
-            sid = suggest(s)
-            outcome(s, sid, "accepted" if i % 2 else "rejected")
-    samples, _ = collect(db, heldout_fraction=0.0)
-    assert not any(x.heldout for x in samples)
-    split = ensure_split(samples)
-    assert split == ensure_split(list(samples))
-    for label in (True, False):
-        sides = {x.heldout for x in split if x.desirable is label}
-        assert sides == {True, False}
-    again, _ = collect(db, heldout_fraction=0.5)
-    assert [x.heldout for x in again] == [x.heldout for x in collect(db, heldout_fraction=0.5)[0]]
+        for i in range(40):
+            outcome(s, suggest(s), "accepted" if i % 2 else "rejected")
+    first, _ = collect(db, heldout_fraction=0.5)
+    assert [x.heldout for x in first] == [x.heldout for x in collect(db, heldout_fraction=0.5)[0]]
+    assert 0 < sum(x.heldout for x in first) < 40
+    with transaction(db) as s:
+        cursor = max(o.id for o in s.scalars(select(Outcome)))
+        for i in range(40):
+            outcome(s, suggest(s), "accepted" if i % 2 else "rejected")
+    with transaction(db) as s:
+        config = DataConfig(settle_s=0.0, heldout_fraction=0.5)
+        second, _ = collect_samples(s, config, after_outcome_id=cursor)
+        pool = heldout_pool(s, config, cap=1000)
+        capped = heldout_pool(s, config, cap=3)
+    held_first = {x.suggestion_id for x in first if x.heldout}
+    held_second = {x.suggestion_id for x in second if x.heldout}
+    assert {x.suggestion_id for x in pool} == held_first | held_second  # both cycles'
+    assert all(x.heldout for x in pool)
+    trained = {x.suggestion_id for x in [*first, *second] if not x.heldout}
+    assert not trained & {x.suggestion_id for x in pool}
+    assert [x.suggestion_id for x in capped] == [x.suggestion_id for x in pool][-3:]  # newest
 
 
 def test_the_label_weights_are_keyed_by_the_label_kinds():

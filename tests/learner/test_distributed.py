@@ -79,7 +79,8 @@ def test_the_train_step_with_two_processes_makes_the_candidate(
     ctx: pipeline.Context, dev_tokenizer: Any, dev_model_dir: Path
 ) -> None:
     seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 16)
-    overrides = {"data": {"settle_s": 0.0}, "train": {**CONFIG, "max_steps": 2, "processes": 2}}
+    overrides = {"data": {"settle_s": 0.0, "heldout_fraction": 0.5}, "gate": {"min_per_class": 1},
+                 "train": {**CONFIG, "max_steps": 2, "processes": 2}}  # fmt: skip
     run_id = pipeline.create_cycle(ctx, trigger="test", overrides=overrides)
     pipeline.collect(ctx, run_id)
     metrics = pipeline.train(ctx, run_id)

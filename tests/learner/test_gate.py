@@ -1,54 +1,113 @@
-"""The gate's rules, one by one, on made-up scores (the metrics themselves are tested on the
-real model in test_train.py; the NaN adapter end to end in test_pipeline.py)."""
+"""The gate on real training (the dev model, CPU): it deploys only on evidence.
+
+A candidate trained on the true labels (`return ...` accepted, `print(...)` rejected:
+tests/learner/synthetic_feedback.py) is deployed; one trained on the inverted labels is
+refused; one trained on coin-flip labels is refused or deferred; with too few held-out
+outcomes of a kind the decision is deferred whatever was trained. The candidate is judged
+against the serving policy (here the base model) on the same held-out items, which it never
+saw. Then the safety rules: KL to the serving policy and perplexity on general code.
+"""
 
 from __future__ import annotations
 
-from learner.config import GateConfig
-from learner.evaluate import Scores, gate
+import copy
+import dataclasses
+import random
+from pathlib import Path
+from typing import Any
 
-SERVING = Scores(samples=20, desirable=10, undesirable=10, preference_accuracy=0.8, kl=0.3,
-                 loss=0.40, reward_margin=2.0)  # fmt: skip
+import pytest
+import torch
 
+from learner.config import GateConfig, TrainConfig
+from learner.evaluate import HeldoutScores, score_heldout
+from learner.gate import feedback_decision
+from learner.train import make_policy, save_adapter, train_policy
+from tests.learner.synthetic_feedback import make_samples
 
-def scores(**changes: float | int | None) -> Scores:
-    return Scores(**{**SERVING.__dict__, **changes})
-
-
-def test_a_candidate_as_good_as_the_serving_adapter_passes() -> None:
-    decision = gate(scores(preference_accuracy=0.76, loss=0.44), SERVING, GateConfig(),
-                    finite=True)  # fmt: skip
-    assert decision.accepted and decision.reasons == []
-
-
-def test_each_rule_refuses_with_its_reason() -> None:
-    config = GateConfig(accuracy_margin=0.05, loss_margin=0.05, max_kl=1.0)
-    cases = {
-        "preference accuracy": scores(preference_accuracy=0.70),
-        "held-out loss": scores(loss=0.50),
-        "KL to the reference": scores(kl=1.5),
-        "non-finite held-out metrics": scores(loss=float("nan")),
-    }
-    for reason, candidate in cases.items():
-        decision = gate(candidate, SERVING, config, finite=True)
-        assert not decision.accepted and any(reason in r for r in decision.reasons), reason
-    nan_weights = gate(SERVING, SERVING, config, finite=False)
-    assert not nan_weights.accepted and "non-finite weights" in nan_weights.reasons[0]
+TRAIN = TrainConfig(max_steps=24, lr=3e-3)
 
 
-def test_accuracy_is_not_compared_when_a_side_has_one_class_only() -> None:
-    decision = gate(scores(preference_accuracy=None), SERVING, GateConfig(), finite=True)
-    assert decision.accepted
+@pytest.fixture(scope="module")
+def samples(dev_tokenizer: Any, base_model: torch.nn.Module) -> list[Any]:
+    return make_samples(dev_tokenizer, base_model, 96, seed=3)
 
 
-def test_accuracy_and_loss_do_not_decide_on_too_few_of_a_class() -> None:
-    """One desirable held-out sample: accuracy 2/17 and a loss hung on it are noise, not a
-    worse policy (seen in bench/online_learning.py on the real model); KL still decides."""
-    worse = scores(desirable=1, undesirable=16, preference_accuracy=0.118, loss=0.9)
-    decision = gate(worse, SERVING, GateConfig(min_per_class=5), finite=True)
-    assert decision.accepted, decision.reasons
-    assert "1 desirable and 16 undesirable" in decision.undecided[0]
-    refused = gate(scores(desirable=1, kl=9.0), SERVING, GateConfig(max_kl=2.0), finite=True)
-    assert not refused.accepted and "KL" in refused.reasons[0]
-    enough = gate(scores(desirable=5, undesirable=5, preference_accuracy=0.118), SERVING,
-                  GateConfig(min_per_class=5), finite=True)  # fmt: skip
-    assert not enough.accepted and not enough.undecided
+def relabel(samples: list[Any], how: str) -> list[Any]:
+    rng = random.Random(11)
+    flip = {"true": lambda s: s.desirable, "inverted": lambda s: not s.desirable,
+            "coin": lambda s: rng.random() < 0.5}[how]  # fmt: skip
+    return [dataclasses.replace(s, desirable=flip(s)) for s in samples]
+
+
+@pytest.fixture(scope="module")
+def candidates(
+    samples: list[Any], base_model: torch.nn.Module, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, Path]:
+    """One adapter per labelling, each trained from scratch on the same train split."""
+    train = [s for s in samples if not s.heldout]
+    out = {}
+    for how in ("true", "inverted", "coin"):
+        policy, _ = make_policy(copy.deepcopy(base_model), TRAIN)
+        train_policy(policy, relabel(train, how), TRAIN)
+        out[how] = tmp_path_factory.mktemp(how) / "candidate"
+        save_adapter(policy, out[how])
+    return out
+
+
+def scores_of(dev_model_dir: Path, heldout: list[Any], candidate: Path) -> HeldoutScores:
+    return score_heldout(dev_model_dir, heldout, candidate, None, TRAIN, GateConfig())
+
+
+def test_true_labels_deploy_inverted_refuse_coin_flips_do_not_deploy(
+    dev_model_dir: Path, samples: list[Any], candidates: dict[str, Path]
+) -> None:
+    heldout = [s for s in samples if s.heldout]
+    accepted = sum(s.desirable for s in heldout)
+    assert (accepted, len(heldout) - accepted) == (12, 12)
+    decisions = {}
+    for how, candidate in candidates.items():
+        scores = scores_of(dev_model_dir, heldout, candidate)
+        decisions[how] = feedback_decision(scores, GateConfig(), finite=True)
+    true, inverted, coin = decisions["true"], decisions["inverted"], decisions["coin"]
+    assert true.verdict == "deploy", true
+    assert true.evidence["effect"] > 0.5 and true.evidence["p_value"] < 0.1
+    assert inverted.verdict == "refuse" and inverted.evidence["effect"] < 0, inverted
+    assert "not better" in inverted.reasons[0]
+    assert coin.verdict in ("refuse", "defer"), coin
+    for decision in decisions.values():  # what the run page shows
+        assert decision.evidence["items"] == {"accepted": 12, "rejected": 12}
+        assert {"effect", "p_value", "lower", "wins", "losses"} <= decision.evidence.keys()
+
+
+def test_too_few_held_out_outcomes_of_a_kind_defer(
+    dev_model_dir: Path, samples: list[Any], candidates: dict[str, Path]
+) -> None:
+    heldout = [s for s in samples if s.heldout]
+    few = [s for s in heldout if not s.desirable] + [s for s in heldout if s.desirable][:2]
+    decision = feedback_decision(scores_of(dev_model_dir, few, candidates["true"]),
+                                 GateConfig(min_per_class=5), finite=True)  # fmt: skip
+    assert decision.verdict == "defer" and not decision.accepted
+    assert "2 accepted" in decision.reasons[0] and decision.evidence["needed"] == 3
+
+
+def test_kl_to_the_serving_policy_and_perplexity_on_general_code(
+    dev_model_dir: Path, samples: list[Any], candidates: dict[str, Path]
+) -> None:
+    heldout = [s for s in samples if s.heldout]
+    scores = scores_of(dev_model_dir, heldout, candidates["true"])
+    assert scores.kl_to_serving > 0  # it moved...
+    same = score_heldout(dev_model_dir, heldout, candidates["true"], candidates["true"], TRAIN,
+                         GateConfig())  # fmt: skip
+    assert same.kl_to_serving == pytest.approx(0, abs=1e-5)  # ...and from itself, not at all
+    assert same.deltas == pytest.approx([0.0] * len(heldout), abs=1e-5)
+    ppl = scores.perplexity
+    assert ppl["files"] == 8 and ppl["tokens"] > 1000 and ppl["serving"] > 1
+    assert ppl["ratio"] == pytest.approx(ppl["candidate"] / ppl["serving"], rel=1e-3)
+    tight = feedback_decision(scores, GateConfig(max_kl=scores.kl_to_serving / 2), finite=True)
+    assert tight.verdict == "refuse" and "KL to the serving policy" in tight.reasons[0]
+    forgetting = dataclasses.replace(scores, perplexity={**ppl, "ratio": 1.2})
+    refused = feedback_decision(forgetting, GateConfig(), finite=True)
+    assert refused.verdict == "refuse" and "general code" in refused.reasons[0]
+    broken = feedback_decision(scores, GateConfig(), finite=False)
+    assert broken.verdict == "refuse" and "non-finite weights" in broken.reasons[0]

@@ -31,7 +31,8 @@ from tests.learner.worker import start_worker, wait_for
 pytestmark = [pytest.mark.vllm, pytest.mark.redis, pytest.mark.postgres, pytest.mark.slow]
 REDIS_URL = "redis://127.0.0.1:6379/13"
 CONFIG = {
-    "data": {"settle_s": 0.0},
+    "data": {"settle_s": 0.0, "heldout_fraction": 0.5},  # evidence enough for the gate
+    "gate": {"min_per_class": 3},
     "train": {"max_steps": 8, "lr": 3e-3, "max_seconds": 20},
     "deploy": {"timeout_s": 10},
     "retries": 1,
@@ -85,7 +86,7 @@ def test_a_cycle_alternates_between_two_hosts_through_the_object_store(
         def finished() -> Any:
             with transaction(db) as s:
                 run = get_run(s, run_id=run_id)
-                return run.status if run.status in ("succeeded", "failed", "skipped") else None
+                return run.status if run.status in ("succeeded", "failed", "skipped", "deferred") else None
 
         status = wait_for(finished, timeout=420, what=f"learner run {run_id}",
                           worker=workers["cpu"])  # fmt: skip

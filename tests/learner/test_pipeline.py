@@ -48,6 +48,7 @@ def test_a_cycle_publishes_deploys_continues_and_rolls_back(
     steps = {s["name"]: s["metrics"] for s in run.steps}
     assert steps["collect"]["samples"] == 48 and steps["train"]["steps"] == 12
     assert steps["evaluate"]["accepted"] and steps["evaluate"]["serving_version"] is None
+    assert steps["evaluate"]["decision"] == "deploy" and steps["evaluate"]["evidence"]["items"]
     assert run.adapter_version == 1 and run.config["train"]["max_steps"] == 12
 
     adapters, active, _ = state(ctx)
@@ -58,7 +59,7 @@ def test_a_cycle_publishes_deploys_continues_and_rolls_back(
     assert json.loads((folder / MANIFEST).read_text())["run_id"] == run.id
     assert not os.stat(folder / "adapter_model.safetensors").st_mode & stat.S_IWUSR
     assert active is not None and active.adapter_version == 1
-    assert v1.metrics["preference_accuracy"] >= 0.5
+    assert v1.metrics["effect"] > 0 and v1.metrics["p_value"] < 0.1  # the gate's evidence
 
     # A redelivered step returns what it recorded and publishes nothing new.
     assert pipeline.publish(ctx, run.id)["version"] == 1
@@ -66,7 +67,10 @@ def test_a_cycle_publishes_deploys_continues_and_rolls_back(
 
     # The next cycle learns from v1's feedback, continuing from v1.
     seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 48, seed=7, adapter_version=1)
-    run2 = pipeline.run_cycle(ctx, pipeline.create_cycle(ctx, trigger="test", overrides=FAST))
+    # v1 already learned most of it: to be surely better than v1 (the gate's question), v2
+    # trains longer (without its KL penalty it forgot general code: the gate refused it).
+    more = {**FAST, "train": {**FAST["train"], "max_steps": 30}}
+    run2 = pipeline.run_cycle(ctx, pipeline.create_cycle(ctx, trigger="test", overrides=more))
     assert run2.status == "succeeded", run2.error
     steps2 = {s["name"]: s["metrics"] for s in run2.steps}
     assert steps2["collect"]["samples"] == 48, "only feedback after the last run"
@@ -150,11 +154,40 @@ def test_a_train_budget_above_the_visibility_timeout_is_refused(ctx: pipeline.Co
     assert run.status == "failed" and "VISIBILITY_TIMEOUT" in run.error
 
 
-def test_apprentice_learn_runs_one_cycle_and_prints_its_metrics(
+def test_too_little_evidence_defers_and_keeps_the_data_for_the_next_cycle(
+    ctx: pipeline.Context, dev_tokenizer: Any, dev_model_dir: Path
+) -> None:
+    seed_feedback(ctx.db, dev_tokenizer, dev_model_dir, 48)
+    # Held-out items short of min_per_class: deferred before any training.
+    short = {**FAST, "gate": {"min_per_class": 100}}
+    early = pipeline.run_cycle(ctx, pipeline.create_cycle(ctx, trigger="test", overrides=short))
+    assert early.status == "deferred" and "held-out outcomes" in early.error, early.error
+    assert [s["name"] for s in early.steps] == ["collect"]
+    # Enough items, but no p-value of ~24 items reaches alpha 1e-4: trained, then deferred.
+    strict = {**FAST, "gate": {"min_per_class": 3, "alpha": 1e-4}}
+    run = pipeline.run_cycle(ctx, pipeline.create_cycle(ctx, trigger="test", overrides=strict))
+    assert run.status == "deferred", (run.error, run.steps)
+    evaluate = next(s for s in run.steps if s["name"] == "evaluate")
+    assert evaluate["status"] == "deferred" and evaluate["metrics"]["decision"] == "defer"
+    evidence = evaluate["metrics"]["evidence"]
+    assert evidence["effect"] > 0 and evidence["p_value"] >= 1e-4 and evidence["needed"] >= 1
+    assert "needs about" in run.error and run.adapter_version is None
+    assert state(ctx)[0] == [] and state(ctx)[1] is None  # nothing published or deployed
+    # The feedback stays for the next cycle, which decides on it.
+    after = pipeline.run_cycle(ctx, pipeline.create_cycle(ctx, trigger="test", overrides=FAST))
+    assert after.status == "succeeded", after.error
+    assert after.steps[0]["metrics"]["samples"] == 48 and after.adapter_version == 1
+
+
+def test_apprentice_learn_runs_one_cycle_with_the_learner_settings(
     learner_settings: Any, learner_db: Any, dev_tokenizer: Any, dev_model_dir: Path
 ) -> None:
     seed_feedback(learner_db, dev_tokenizer, dev_model_dir, 32)
     time.sleep(2.1)  # the default settle_s: outcomes younger than that wait for a later run
+    learner_settings.home.mkdir(parents=True, exist_ok=True)
+    (learner_settings.home / "config.toml").write_text(  # enough held out for the gate
+        "[learner.data]\nheldout_fraction = 0.5\n[learner.gate]\nmin_per_class = 3\n"
+    )
     env = {
         "APPRENTICE_HOME": str(learner_settings.home),
         "APPRENTICE_DATABASE_URL": learner_settings.database_url,
@@ -163,8 +196,9 @@ def test_apprentice_learn_runs_one_cycle_and_prints_its_metrics(
     done = run_cli("learn", env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
-    assert report["status"] == "succeeded" and report["adapter_version"] == 1
-    assert report["steps"]["evaluate"]["candidate"]["preference_accuracy"] is not None
+    assert report["status"] == "succeeded" and report["adapter_version"] == 1, report
+    assert report["steps"]["evaluate"]["decision"] == "deploy"
+    assert report["steps"]["evaluate"]["evidence"]["p_value"] < 0.1
     assert "deploy" in done.stderr  # the progress display
 
 

@@ -1,8 +1,6 @@
 """The train step and the evaluation metrics on the real dev model (CPU, seconds).
 
 - one step changes the LoRA weights and leaves every base weight bit-identical;
-- on a synthetic preference dataset (`return ...` always accepted, `print(...)` always
-  rejected), held-out preference accuracy rises from 0.5 to >= 0.8;
 - the saved adapter is in the form vLLM loads (no modules_to_save, no DoRA, rank <= 16);
 - padding does not change a sample's logprobs (batches are right-aligned with masks).
 """
@@ -11,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +16,6 @@ import pytest
 import torch
 
 from learner.config import LINEAR_LAYERS, TrainConfig
-from learner.evaluate import score_adapters
 from learner.kto import completion_logits, make_batch, token_logprobs
 from learner.train import make_policy, save_adapter, train_policy
 from tests.learner.synthetic_feedback import make_samples
@@ -54,26 +50,6 @@ def test_a_train_step_changes_lora_weights_and_no_base_weight(
     for name, value in before.items():
         assert torch.equal(base_now[name].detach(), value), f"base weight {name} changed"
         assert not base_now[name].requires_grad
-
-
-def test_preference_accuracy_rises_on_held_out_feedback(
-    dev_model_dir: Path, base_model: torch.nn.Module, samples: list[Any], tmp_path: Path
-) -> None:
-    train = [s for s in samples if not s.heldout]
-    heldout = [s for s in samples if s.heldout]
-    assert len(heldout) == 16 and {s.desirable for s in heldout} == {True, False}
-    config = TrainConfig(max_steps=24, lr=3e-3)
-    policy, _ = make_policy(copy.deepcopy(base_model), config)
-    before = score_adapters(dev_model_dir, heldout, {"base": None}, config)["base"]
-    result = train_policy(policy, train, config)
-    save_adapter(policy, tmp_path / "candidate")
-    after = score_adapters(dev_model_dir, heldout, {"c": tmp_path / "candidate"}, config)["c"]
-
-    assert before.preference_accuracy == pytest.approx(0.5)
-    assert after.preference_accuracy is not None and after.preference_accuracy >= 0.8, after
-    assert after.loss < before.loss
-    assert 0 < after.kl < TrainConfig().max_length  # finite, non-zero: the policy moved
-    assert result.steps == 24 and all(map(math.isfinite, result.losses))
 
 
 def test_saved_adapter_is_what_vllm_loads(base_model: torch.nn.Module, tmp_path: Path) -> None:
@@ -125,10 +101,10 @@ def test_a_batch_over_the_token_budget_is_split_and_trains_the_same(
     assert micro_batches(same_class, TrainConfig(micro_batch_tokens=8)) == [[k] for k in range(8)]
 
     losses = {}
-    for budget in (8 * longest, 8):
+    for budget in (8 * longest, longest):  # a budget under `longest` would cut samples
         config = TrainConfig(max_steps=1, batch_size=8, micro_batch_tokens=budget)
         policy, _ = make_policy(copy.deepcopy(base_model), config)
         result = train_policy(policy, same_class, config)
-        assert result.micro_batches == (1 if budget > 8 else 8)
+        assert result.micro_batches == (1 if budget > longest else 8)
         losses[budget] = result.losses[0]
-    assert losses[8] == pytest.approx(losses[8 * longest], rel=1e-4)
+    assert losses[longest] == pytest.approx(losses[8 * longest], rel=1e-4)

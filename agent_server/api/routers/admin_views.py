@@ -32,7 +32,7 @@ from feedback.queries.users import list_users, user_ids
 router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
 
 MAX_BUCKETS = 5000
-FINISHED = frozenset({"succeeded", "failed", "skipped"})
+FINISHED = frozenset({"succeeded", "failed", "skipped", "deferred"})
 
 
 class OutcomeCount(BaseModel):

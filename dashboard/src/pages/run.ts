@@ -92,9 +92,9 @@ export async function renderRun(app: HTMLElement, id: number): Promise<() => voi
     if (next.kind !== "feedback") rollouts = await api<Rollout[]>(`/v1/admin/runs/${id}/rollouts`);
     render(app, next, charts, rollouts);
   });
-  let finished = ["succeeded", "failed", "skipped"].includes(run.status);
+  let finished = ["succeeded", "failed", "skipped", "deferred"].includes(run.status);
   events.addEventListener("run", (event) => {
-    finished = ["succeeded", "failed", "skipped"].includes(JSON.parse((event as MessageEvent).data).status);
+    finished = ["succeeded", "failed", "skipped", "deferred"].includes(JSON.parse((event as MessageEvent).data).status);
   });
   // The server ends the stream when the run ends; a stream cut short otherwise (a restart,
   // a proxy) is left to EventSource, which reconnects by itself.
