@@ -8,7 +8,7 @@
     publish.py     atomic adapters/policy-vN folders
     deploy.py      the Deployer seam: VLLMDeployer, EmbeddedDeployer, rollback
     pipeline.py    the steps as plain functions taking a run id; run_cycle (foreground)
-    celery_app.py  `app` (worker, beat) from Settings; tasks.py: the thin tasks
+    celery_app.py  `app` (worker, beat) from Settings; jobs.py: the thin Celery tasks
 
 Run: `apprentice worker` (a worker), `apprentice learn` (one cycle in the foreground).
 """

@@ -20,7 +20,7 @@ from ground.settings import Settings
 
 
 def make_app(settings: Settings) -> Celery:
-    app = Celery("apprentice-learner", include=["learner.tasks"])
+    app = Celery("apprentice-learner", include=["learner.jobs"])
     app.conf.update(celery_options(settings))
     app.conf.update(
         worker_concurrency=1,

@@ -47,7 +47,7 @@ def test_beat_sends_the_scheduled_cycle_every_interval(tmp_path: Path) -> None:
 
 
 def test_the_tasks_are_registered_by_name() -> None:
-    from learner import tasks  # noqa: F401  (registers them)
+    from learner import jobs  # noqa: F401  (registers them)
     from learner.celery_app import app
 
     steps = {*pipeline.STEPS, *pipeline.TASK_STEPS}
@@ -105,7 +105,7 @@ def test_train_and_rollouts_go_to_the_accel_queue_the_rest_to_the_learner_queue(
     tmp_path: Path,
 ) -> None:
     from learner.cli import worker_queues
-    from learner.tasks import step_chain
+    from learner.jobs import step_chain
 
     split = Settings(home=tmp_path, learner_queue="cpu", learner_accel_queue="gpu")
     routed = {s.task.removeprefix("learner."): s.options["queue"]

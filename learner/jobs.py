@@ -1,4 +1,5 @@
 """Thin Celery tasks over learner/pipeline.py: each takes a run id and calls a plain function.
+(jobs.py: in this project a "task" is a mined task, learner/synth/.)
 
     learner.cycle(run_id)          -> starts the chain of the run's steps: collect | train |
                                       evaluate | publish | deploy, or for a task cycle
