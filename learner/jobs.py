@@ -68,7 +68,7 @@ def _log_progress(step: str, info: dict[str, Any]) -> None:
 def _retries(ctx: pipeline.Context, run_id: int) -> tuple[int, float]:
     with transaction(ctx.db) as db:
         run = db.get(LearnerRun, run_id)
-        config = pipeline.run_config(run) if run is not None else ctx.defaults
+        config = pipeline.run_config(run, ctx.config) if run is not None else ctx.config
     return config.retries, config.retry_backoff_s
 
 
@@ -94,7 +94,7 @@ def _run_step(task: Task, ctx: pipeline.Context, name: str, run_id: int) -> None
     try:
         pipeline.STEP_FUNCTIONS[name](ctx, run_id)
     except pipeline.RunSkipped as exc:
-        pipeline.skip_run(ctx, run_id, name, str(exc))
+        pipeline.skip_run(ctx, run_id, name, exc)
         raise Ignore() from None
     except pipeline.StepFailed as exc:
         pipeline.fail_run(ctx, run_id, name, str(exc), exc.metrics)

@@ -72,6 +72,7 @@ try {
   seen.runCurves = await page.locator("#run canvas").count();
   seen.runSteps = await page.locator("#steps tbody tr").count();
   seen.gate = await page.textContent("#gate").catch(() => null);
+  seen.gateEvidence = await page.textContent("#gate-evidence").catch(() => null);
   await shot(page, "run");
 
   // The overview: acceptance per adapter, counts per adapter and kind.

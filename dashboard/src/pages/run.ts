@@ -41,12 +41,34 @@ function curves(run: RunDetail): { label: string; values: number[] }[] {
   return found;
 }
 
+const VERDICTS: Record<string, string> = { deploy: "deployed", refuse: "refused", defer: "deferred" };
+
+/** The gate's decision and the evidence it rests on (learner/gate.py, learner/evidence.py):
+ * items per kind, the effect, the one-sided p-value and lower bound, the safety figures. */
 function gate(run: RunDetail): HTMLElement | null {
   const evaluate = run.steps.find((s) => s.name === "evaluate");
   if (!evaluate || !("accepted" in evaluate.metrics)) return null;
-  const reasons = (evaluate.metrics.reasons as string[] | undefined) ?? [];
-  return h("p", { id: "gate", class: evaluate.metrics.accepted ? "ok" : "error" },
-    evaluate.metrics.accepted ? "Gate: accepted." : `Gate: refused — ${reasons.join("; ")}`);
+  const m = evaluate.metrics;
+  const decision = (m.decision as string | undefined) ?? (m.accepted ? "deploy" : "refuse");
+  const reasons = (m.reasons as string[] | undefined) ?? [];
+  const evidence = (m.evidence as Record<string, unknown> | undefined) ?? {};
+  const items = Object.entries((evidence.items as Record<string, number> | undefined) ?? {})
+    .map(([kind, n]) => `${n} ${kind}`).join(", ");
+  const figures = [
+    items ? `held-out items: ${items}` : null,
+    scalar(evidence.effect) !== null ? `effect ${scalar(evidence.effect)}` : null,
+    scalar(evidence.p_value) !== null ? `p=${scalar(evidence.p_value)} (alpha ${scalar(evidence.alpha)})` : null,
+    scalar(evidence.lower) !== null ? `lower bound ${scalar(evidence.lower)}` : null,
+    evidence.wins !== undefined ? `${evidence.wins} better, ${evidence.losses} worse` : null,
+    scalar(m.kl_to_serving) !== null ? `KL to serving ${scalar(m.kl_to_serving)}` : null,
+    (m.perplexity as Record<string, unknown> | undefined)?.ratio !== undefined
+      ? `general-code perplexity x${scalar((m.perplexity as Record<string, unknown>).ratio)}` : null,
+  ].filter((f): f is string => f !== null);
+  const cls = decision === "deploy" ? "ok" : decision === "defer" ? "muted" : "error";
+  return h("div", { id: "gate", class: cls },
+    h("p", {}, h("strong", {}, `Gate: ${VERDICTS[decision] ?? decision}.`),
+      reasons.length ? ` ${reasons.join("; ")}` : ""),
+    figures.length ? h("p", { id: "gate-evidence", class: "muted" }, figures.join(" · ")) : null);
 }
 
 function rolloutsTable(rollouts: Rollout[]): HTMLElement {
