@@ -58,8 +58,9 @@ class DataConfig(_Frozen):
         default=0.2,
         ge=0.0,
         lt=1.0,
-        description="Share of samples (by a hash of the suggestion id, so stable across "
-        "redeliveries) kept out of training for the evaluation gate.",
+        description="Share of suggestions held out (by a hash of the suggestion id: the "
+        "same side in every run) for good: never trained on, they are the held-out pool every "
+        "gate decision scores, across cycles (gate.max_heldout newest).",
     )
     min_samples: int = Field(
         default=4, ge=1, description="Fewer labelled samples than this: the run is skipped."

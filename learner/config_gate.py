@@ -29,6 +29,12 @@ class GateConfig(_Frozen):
         "held-out tasks) before the gate decides at all; with fewer the run ends deferred, "
         "deploys nothing, and keeps its feedback for the next cycle.",
     )
+    min_tasks: int = Field(
+        default=4,
+        ge=1,
+        description="Task cycles: held-out selection tasks needed (each rolled out by both "
+        "adapters) before the gate decides; with fewer the run ends deferred.",
+    )
     max_heldout: int = Field(
         default=512,
         ge=1,
@@ -81,13 +87,6 @@ class GateConfig(_Frozen):
         le=1,
         description="With codegen_problems > 0: refuse when the candidate's pass@1 is lower "
         "than the serving adapter's by more than this (one problem is 1/N of pass@1).",
-    )
-    solve_margin: float = Field(
-        default=0.1,
-        ge=0,
-        le=1,
-        description="Task cycles: refuse when the candidate's solve rate on held-out tasks is "
-        "lower than the serving adapter's by more than this (one rollout of 20 is 0.05).",
     )
 
 

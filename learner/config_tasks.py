@@ -87,7 +87,24 @@ class TasksConfig(Frozen):
     train_tasks: int = Field(
         default=4, ge=1, description="Train tasks rolled out per cycle (each cycle the next)."
     )
-    max_heldout: int = Field(default=4, ge=1, description="Held-out tasks evaluated per cycle.")
+    max_heldout: int = Field(
+        default=4,
+        ge=1,
+        description="Held-out selection tasks per cycle: the gate decides on these.",
+    )
+    max_confirm: int = Field(
+        default=4,
+        ge=0,
+        description="Held-out confirmation tasks per cycle: rolled out by both adapters and "
+        "reported, never used to decide (0: none).",
+    )
+    confirm_fraction: float = Field(
+        default=0.5,
+        ge=0,
+        lt=1,
+        description="Share of the held-out tasks that are confirmation tasks (by a hash of the "
+        "task id: the same task is on the same side in every cycle; the two sets never meet).",
+    )
     samples: int = Field(
         default=4, ge=2, description="K: rollouts per train task (the group of one task)."
     )

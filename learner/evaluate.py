@@ -171,39 +171,6 @@ def codegen_rule(candidate: float, serving: float, config: GateConfig) -> list[s
     return []
 
 
-@dataclass(frozen=True)
-class SolveRate:
-    """Held-out task rollouts solved by one adapter."""
-
-    solved: int
-    tried: int
-
-    @property
-    def rate(self) -> float:
-        return self.solved / self.tried if self.tried else 0.0
-
-    @classmethod
-    def of(cls, report: dict[str, Any]) -> SolveRate:
-        """From learner.synth.evaluate's report of one adapter on the held-out tasks."""
-        return cls(int(report["solved"]), int(report["rollouts"]))
-
-
-def solve_rule(candidate: SolveRate, serving: SolveRate, config: GateConfig) -> list[str]:
-    """The gate's task rule: a reason when the candidate solves fewer held-out tasks than the
-    serving adapter by more than `solve_margin` (rates of the same tasks; the serving one may
-    pool earlier runs' rollouts, learner/heldout.py, so the counts may differ)."""
-    if not candidate.tried or not serving.tried:
-        return [f"held-out solve rates are not comparable: {candidate.tried} rollouts of the "
-                f"candidate against {serving.tried} of the serving adapter"]  # fmt: skip
-    if candidate.rate < serving.rate - config.solve_margin - 1e-9:
-        return [
-            f"held-out solve rate {candidate.rate:.3f} ({candidate.solved}/{candidate.tried}) "
-            f"is below the serving adapter's {serving.rate:.3f} ({serving.solved}/"
-            f"{serving.tried}) by more than {config.solve_margin}"
-        ]
-    return []
-
-
 def codegen_gate(
     model_dir: str | Path,
     candidate: Path,

@@ -88,11 +88,14 @@ def paired_evidence(
     base = {"items": items, "alpha": alpha, "wins": wins, "losses": losses}
     short = {name: min_per_class - n for name, n in items.items() if n < min_per_class}
     if not names or short:
-        what = ", ".join(f"{n} {name}" for name, n in items.items()) or "none"
+        if len(items) == 1:  # one stratum: its name says no more than the unit
+            what, need = f"{sum(items.values())}", "needs"
+        else:
+            what = ", ".join(f"{n} {name}" for name, n in items.items()) or "none"
+            need = "each kind needs"
         return Evidence(
             "too_little", effect=None, p_value=None, lower=None, needed=max(short.values(),
-            default=min_per_class), why=f"{what} {unit}; each kind needs at least "
-            f"{min_per_class}", **base,
+            default=min_per_class), why=f"{what} {unit}; {need} at least {min_per_class}", **base,
         )  # fmt: skip
     lists = [groups[name] for name in names]
     effect = _effect(lists)

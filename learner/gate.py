@@ -1,6 +1,7 @@
 """The gate: deploy a candidate only on evidence that it is better than what serves now.
 
     decision = feedback_decision(scores, config.gate, finite=adapter_is_finite(candidate))
+    decision = task_decision(candidate_tasks, serving_tasks, config.gate, finite=finite)
     decision.verdict      # "deploy" | "refuse" | "defer"
     decision.reasons      # why not deployed (empty when deployed)
     decision.evidence     # the paired test's numbers (learner/evidence.py)
@@ -15,6 +16,8 @@ Three verdicts:
   its data (the training cursor moves only with a deployed run), and the reason says about how
   many more held-out items it needs;
 - `deploy`: better with p < `alpha` and no rule refuses.
+Task cycles decide the same way on held-out selection tasks (`task_decision`: per task, the
+difference of the two adapters' solve rates); their confirmation tasks never decide.
 Non-inferiority is not enough: a candidate that is merely "not worse" is deferred, so nothing
 ships on noise. Tested in tests/learner/test_gate.py.
 """
@@ -102,3 +105,20 @@ def feedback_decision(scores: HeldoutScores, config: GateConfig, *, finite: bool
              / max(1, scores.classes.count(v)) for v in VERDICTS]  # fmt: skip
     evidence.extra["mean_delta"] = round(sum(means) / len(means), 6) if scores.deltas else None
     return decide(evidence, safety_reasons(scores, config, finite=finite))
+
+
+def task_decision(
+    candidate: dict[str, list[int]], serving: dict[str, list[int]], config: GateConfig,
+    *, finite: bool,
+) -> GateDecision:  # fmt: skip
+    """The verdict on held-out selection tasks: per task, [solved, rollouts] of each adapter
+    (the serving one may pool earlier runs'); the paired delta of a task is the difference of
+    its two solve rates, and the tasks are one stratum (`min_tasks` of them at least)."""
+    tried = [i for i in candidate if candidate[i][1] and serving.get(i, [0, 0])[1]]
+    deltas = [candidate[i][0] / candidate[i][1] - serving[i][0] / serving[i][1] for i in tried]
+    evidence = paired_evidence(
+        deltas, ["tasks"] * len(deltas), alpha=config.alpha, min_per_class=config.min_tasks,
+        seed=config.seed, strata=("tasks",), unit="held-out tasks",
+    )  # fmt: skip
+    refused = [] if finite else ["the candidate's weights are not finite"]
+    return decide(evidence, refused)

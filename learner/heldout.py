@@ -1,5 +1,5 @@
 """A task cycle's "evaluate" step: the candidate's and the serving adapter's solve rates on
-the run's held-out tasks, and the gate's rule on the two.
+the run's held-out tasks, and the gate's verdict on them.
 
     metrics = evaluate_heldout(ctx, run_id, config)   # {"candidate", "serving", "reasons"...}
 
@@ -9,7 +9,11 @@ tasks evaluated, the same rollout settings, the same model), so an adapter serve
 cycles is measured on five times the rollouts and the gate and bench/task_rl.py compare
 against a rate that tightens while it serves. Only rollouts under the serving adapter's own
 name count: the rollouts that evaluated it as a candidate are the ones the gate picked it on,
-and would bias its rate upward. `serving.fresh` is this run's share alone. Tested in
+and would bias its rate upward. `serving.fresh` is this run's share alone.
+The held-out tasks are two disjoint sets (learner/taskcycle.py `split_confirmation`): the gate
+decides on the *selection* tasks, a paired test over tasks (learner/gate.py `task_decision`);
+the *confirmation* tasks are rolled out by both adapters and reported, never used to decide,
+so the number that confirms an adapter is not the one that picked it. Tested in
 tests/learner/test_taskcycle.py.
 """
 
@@ -75,36 +79,58 @@ def _one_model(ctx: Context, runs: list[int], evaluated: list[str], adapter: str
         return len(s.scalars(query).all()) == 1
 
 
+def per_task(ctx: Context, runs: list[int], instance_ids: list[str],
+             adapter: str | None) -> dict[str, list[int]]:  # fmt: skip
+    """Per task, [solved, rollouts] of `adapter` (None: the base model) in these runs."""
+    out = {i: [0, 0] for i in instance_ids}
+    with transaction(ctx.db) as s:
+        rows = s.execute(select(TaskRollout.instance_id, TaskRollout.reward_terms)
+                         .where(*rollouts_of(runs, instance_ids, adapter))).all()  # fmt: skip
+    for instance_id, terms in rows:
+        out[instance_id][0] += bool((terms or {}).get("solved"))
+        out[instance_id][1] += 1
+    return out
+
+
 def evaluate_heldout(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
     """Held-out tasks rolled out by the candidate (loaded under a name of its own) and by the
-    serving adapter, the same number of times each; the serving rate pooled over comparable
-    runs; the gate's solve rule on the two (`reasons`: empty when it accepts)."""
-    from learner.evaluate import SolveRate, adapter_is_finite, solve_rule
+    serving adapter, the same number of times each: the selection tasks decide (the serving
+    rate pooled over comparable runs; learner/gate.py `task_decision`, a paired test over
+    tasks), the confirmation tasks are measured and reported only."""
+    from learner.evaluate import adapter_is_finite
+    from learner.gate import task_decision
 
     records, plan = read_plan(ctx.run_dir(run_id))
-    evaluated = list(plan["evaluated"])
-    heldout = [records[i] for i in evaluated]
+    evaluated, confirm = list(plan["evaluated"]), list(plan.get("confirmation", []))
+    heldout = [records[i] for i in evaluated + confirm]
     candidate_dir = visible_candidate(ctx, run_id)
     finite = adapter_is_finite(candidate_dir)
     version, current = serving(ctx)
-    reports = {}
+    names = {"serving": current[0] if current else None, "candidate": f"candidate-run-{run_id}"}
     # A new name per candidate: vLLM keys its prefix cache by adapter name.
-    for role, adapter, unload in (
-        ("serving", current, False),
-        ("candidate", (f"candidate-run-{run_id}", candidate_dir), True),
-    ):
+    for adapter, unload in ((current, False), ((names["candidate"], candidate_dir), True)):
         roll_out(ctx, run_id, heldout, config=config.tasks, adapter=adapter,
                  samples=config.tasks.eval_samples, unload=unload)  # fmt: skip
-        reports[role] = rollout_metrics(ctx.db, run_id=run_id, instance_ids=evaluated,
-                                        adapter=adapter[0] if adapter else None)  # fmt: skip
-    name = current[0] if current else None
+    reports = {role: rollout_metrics(ctx.db, run_id=run_id, instance_ids=evaluated,
+                                     adapter=name) for role, name in names.items()}  # fmt: skip
     runs = comparable_runs(ctx, run_id, evaluated, config.tasks)
-    if len(runs) > 1 and _one_model(ctx, runs, evaluated, name):
+    pool = [run_id]
+    if len(runs) > 1 and _one_model(ctx, runs, evaluated, names["serving"]):
         fresh = {k: reports["serving"][k] for k in ("rollouts", "solved", "solve_rate")}
-        pooled = rollout_metrics(ctx.db, run_id=runs, instance_ids=evaluated, adapter=name)
-        reports["serving"] = {**pooled, "runs": runs, "fresh": fresh}
-    reasons = [] if finite else ["the candidate's weights are not finite"]
-    reasons += solve_rule(SolveRate.of(reports["candidate"]), SolveRate.of(reports["serving"]),
-                          config.gate)  # fmt: skip
-    return {**reports, "serving_version": version, "finite": finite,
-            "accepted": not reasons, "reasons": reasons}  # fmt: skip
+        pooled = rollout_metrics(ctx.db, run_id=runs, instance_ids=evaluated,
+                                 adapter=names["serving"])  # fmt: skip
+        reports["serving"], pool = {**pooled, "runs": runs, "fresh": fresh}, runs
+    tasks = {"candidate": per_task(ctx, [run_id], evaluated, names["candidate"]),
+             "serving": per_task(ctx, pool, evaluated, names["serving"])}  # fmt: skip
+    decision = task_decision(tasks["candidate"], tasks["serving"], config.gate, finite=finite)
+    confirmation: dict[str, Any] = {"tasks": confirm}
+    if confirm:  # reported, never decides
+        confirmation |= {
+            role: rollout_metrics(ctx.db, run_id=run_id, instance_ids=confirm, adapter=name)
+            for role, name in names.items()
+        }
+        confirmation["per_task"] = {role: per_task(ctx, [run_id], confirm, name)
+                                    for role, name in names.items()}  # fmt: skip
+    return {**reports, **decision.as_dict(), "serving_version": version, "finite": finite,
+            "selection": {"tasks": evaluated, "per_task": tasks},
+            "confirmation": confirmation}  # fmt: skip

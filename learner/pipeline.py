@@ -14,9 +14,13 @@ run again (a redelivered message): a step that already succeeded returns its rec
 metrics; a step of a finished run does nothing; files are written under a temporary name
 and renamed. What a step produces lives in `$APPRENTICE_HOME/learner/runs/run-N/`
 (dataset.json, candidate/) and, once published, in `adapters/policy-vN/`.
-Expected ends raise `RunSkipped` (too little data) or `StepFailed` (gate refused; bad
+Expected ends raise `RunSkipped` (too little data), `RunDeferred` (too little evidence for
+the gate: held-out items short of `gate.min_per_class`, or a candidate not surely better;
+the run ends `deferred`, deploys nothing and its feedback stays for the next cycle, since
+the training cursor moves only with a deployed run) or `StepFailed` (gate refused; bad
 config); anything else is a bug or an outage, recorded by `fail_run` (learner/runs.py, the
-bookkeeping, re-exported here).
+bookkeeping, re-exported here). Collect trains on the new feedback that is not held out and
+scores the held-out pool of every cycle so far (learner/data.py `heldout_pool`).
 """
 
 from __future__ import annotations

@@ -86,6 +86,17 @@ def split_tasks(tasks: Sequence[TaskRecord], fraction: float,
     return Split(train, heldout, sorted(files), sorted(commits))
 
 
+def split_confirmation(heldout: Sequence[str], fraction: float) -> tuple[list[str], list[str]]:
+    """(selection, confirmation): disjoint, ceil(fraction x n) confirmation tasks chosen by
+    the hash of their ids (the same held-out tasks split the same way in every cycle), one
+    selection task at least. The gate decides on selection; confirmation is measured and
+    reported, never decides."""
+    ranked = sorted(heldout, key=lambda i: hashlib.sha256(f"confirm:{i}".encode()).hexdigest())
+    count = min(len(ranked) - 1, math.ceil(fraction * len(ranked))) if fraction else 0
+    confirm = set(ranked[: max(0, count)])
+    return [i for i in heldout if i not in confirm], [i for i in heldout if i in confirm]
+
+
 def _mined_path(settings: Any, config: TasksConfig) -> Path:
     """Where tasks mined from the repository's current HEAD are kept between cycles."""
     from learner.synth.gitrepo import open_repo
@@ -130,9 +141,10 @@ def prepare_tasks(settings: Any, config: TasksConfig, run_dir: Path, run_id: int
     # Each cycle trains on the next `train_tasks` of the train split (all, in turn).
     start = (run_id * config.train_tasks) % len(split.train)
     chosen = (split.train[start:] + split.train[:start])[: config.train_tasks]
-    heldout = split.heldout[: config.max_heldout]
+    selection, confirmation = split_confirmation(split.heldout, config.confirm_fraction)
+    heldout, confirm = selection[: config.max_heldout], confirmation[: config.max_confirm]
     write_tasks(run_dir / "tasks.jsonl", records)
-    plan = split.as_dict() | {"chosen": chosen, "evaluated": heldout}
+    plan = split.as_dict() | {"chosen": chosen, "evaluated": heldout, "confirmation": confirm}
     tmp = run_dir / "split.json.tmp"
     tmp.write_text(json.dumps(plan, indent=1))
     tmp.replace(run_dir / "split.json")
@@ -140,6 +152,7 @@ def prepare_tasks(settings: Any, config: TasksConfig, run_dir: Path, run_id: int
     return {
         "source": source, "tasks": len(records), "train": len(split.train),
         "heldout": len(split.heldout), "chosen": chosen, "evaluated": heldout,
+        "confirmation": confirm,
         "heldout_files": split.heldout_files, "heldout_commits": split.heldout_commits,
         "tiers": dict(Counter(by_id[i].difficulty for i in chosen)),
     }  # fmt: skip

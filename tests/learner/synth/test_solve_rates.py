@@ -17,7 +17,7 @@ import pytest
 
 from agent_server.agent.scripted import ScriptedModel
 from learner.config import GateConfig
-from learner.evaluate import SolveRate, solve_rule
+from learner.gate import task_decision
 from learner.synth.records import TaskRecord
 from learner.synth.rollout import RolloutConfig
 from learner.synth.sandbox import SandboxConfig
@@ -115,26 +115,38 @@ async def test_bad_input_is_refused() -> None:
         await evaluate_tasks([EASY], ScriptedModel([]))
 
 
-async def test_the_gate_refuses_a_candidate_that_solves_fewer_heldout_tasks() -> None:
+async def test_the_gate_decides_on_per_task_solve_rates() -> None:
     """Both adapters roll out the same held-out task four times; the candidate fixes it once,
-    the serving adapter three times: 0.25 against 0.75 is beyond the 0.1 margin."""
+    the serving adapter three times. Over tasks, the gate's paired test (learner/gate.py)
+    refuses a candidate that is worse on them, defers on too few tasks, and deploys one that
+    is better on every task."""
 
-    async def rate(fixes: int) -> SolveRate:
+    async def solved(fixes: int) -> list[int]:
         def model(task: TaskRecord, sample: int) -> ScriptedModel:
             return ScriptedModel([FIX, FINISH] if sample < fixes else [FINISH])
 
         report = await evaluate_tasks([EASY], model, files_for=lambda t: FILES, samples=4,
                                       concurrency=2, config=CONFIG)  # fmt: skip
-        return SolveRate.of(report)
+        return [report["solved"], report["rollouts"]]
 
-    candidate, serving = await rate(1), await rate(3)
-    assert (candidate.solved, serving.solved, candidate.tried) == (1, 3, 4)
-    config = GateConfig(solve_margin=0.1)
-    reasons = solve_rule(candidate, serving, config)
-    assert len(reasons) == 1 and "0.250 (1/4)" in reasons[0] and "0.750 (3/4)" in reasons[0]
-    assert solve_rule(serving, candidate, config) == []  # a better candidate passes
-    assert solve_rule(SolveRate(3, 4), serving, config) == []  # an equal one too
-    assert solve_rule(candidate, serving, GateConfig(solve_margin=0.5)) == []  # within margin
-    assert solve_rule(SolveRate(3, 4), SolveRate(6, 8), config) == []  # serving pooled: rates
-    assert solve_rule(SolveRate(1, 4), SolveRate(6, 8), config)
-    assert "not comparable" in solve_rule(candidate, SolveRate(0, 0), config)[0]  # nothing run
+    candidate, serving = await solved(1), await solved(3)
+    assert (candidate, serving) == ([1, 4], [3, 4])
+    ids = [f"t{i}" for i in range(5)]
+    worse = task_decision({i: candidate for i in ids}, {i: serving for i in ids}, GateConfig(),
+                          finite=True)  # fmt: skip
+    assert worse.verdict == "refuse" and "not better on 5 held-out tasks" in worse.reasons[0]
+    assert worse.evidence["effect"] == -0.5
+    better = task_decision({i: serving for i in ids}, {i: candidate for i in ids}, GateConfig(),
+                           finite=True)  # fmt: skip
+    assert better.verdict == "deploy" and better.evidence["p_value"] < 0.1
+    few = task_decision({"t0": serving}, {"t0": candidate}, GateConfig(min_tasks=4), finite=True)
+    assert few.verdict == "defer" and "1 held-out tasks; needs at least 4" in few.reasons[0]
+    assert few.evidence["needed"] == 3
+    # A serving rate pooled over more runs counts by its rate; a task one side never ran on
+    # is left out.
+    pooled = task_decision({i: [3, 4] for i in ids}, {i: [3, 8] for i in ids} | {"t9": [1, 1]},
+                           GateConfig(), finite=True)  # fmt: skip
+    assert pooled.verdict == "deploy" and pooled.evidence["items"] == {"tasks": 5}
+    broken = task_decision({i: serving for i in ids}, {i: candidate for i in ids}, GateConfig(),
+                           finite=False)  # fmt: skip
+    assert broken.verdict == "refuse" and "not finite" in broken.reasons[0]
