@@ -35,8 +35,11 @@ split into `serve_s` (completions), `train_s` (run posted -> deploy step starts:
 train, evaluate, publish, with `steps_s` per step), `deploy_s` (deploy step starts -> its
 adapter serves) and `measure_s` (perplexity). Prints one JSON object on stdout:
 {"rounds": [...], "ratio": acceptance(N) / acceptance(0), "perplexity_ratio": ppl(N) / ppl(0),
-"goal_met": ratio >= 1.5 (regex) or 1.1 (intent) and perplexity_ratio <= 1.1, ...}; each
-round is also printed on stderr as it ends. Never part of the test run.
+"goal_met": ratio >= 1.5 (regex) or 1.1 (intent) and perplexity_ratio <= 1.1,
+"decisions": the gate's verdicts counted (deploy / defer / refuse), "served_ratios": each
+round's acceptance over round 0's, "nothing_worse_shipped": all >= 0.9, ...}; each round is
+also printed on stderr as it ends. The cycles run with the learner's defaults (the gate's
+included) unless the options say otherwise. Never part of the test run.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -177,7 +181,15 @@ async def learn(system: System, cycle: dict[str, Any], timeout: float = 1800) ->
         "train_steps": train.get("steps"), "train_tokens_per_s": train.get("tokens_per_s"),
         "final_loss": train.get("final_loss"),
         "heldout": evaluation.get("candidate"), "serving_heldout": evaluation.get("serving"),
+        "decision": evaluation.get("decision") or _verdict(run["status"]),
+        "evidence": evaluation.get("evidence"), "kl_to_serving": evaluation.get("kl_to_serving"),
+        "gate_perplexity": evaluation.get("perplexity"),
     }  # fmt: skip
+
+
+def _verdict(status: str) -> str:
+    """A run that ended before its evaluate step: what it amounts to for the gate's count."""
+    return {"deferred": "defer", "skipped": "skipped"}.get(status, status)
 
 
 async def run_bench(args: argparse.Namespace, system: System) -> dict[str, Any]:
@@ -237,6 +249,13 @@ async def run_bench(args: argparse.Namespace, system: System) -> dict[str, Any]:
         "rounds": rounds, "ratio": ratio, "goal_ratio": goal,
         "perplexity_ratio": round(ppl_ratio, 4),
         "max_round_wall_s": max(x["wall_s"] for x in rounds),
+        # The gate's verdicts, and the served policies against round 0: each round measures
+        # the policy serving then, so "nothing worse shipped" is every later round >= 0.9x.
+        "decisions": dict(Counter(x["learn"]["decision"] for x in rounds if "learn" in x)),
+        "served_ratios": [round(x["acceptance_rate"] / first, 4) if first else None
+                          for x in rounds],
+        "nothing_worse_shipped": bool(first) and all(
+            x["acceptance_rate"] >= 0.9 * first for x in rounds),
         "goal_met": bool(ratio is not None and ratio >= goal
                          and ppl_ratio <= MAX_PERPLEXITY_RATIO),
     }  # fmt: skip
