@@ -221,7 +221,7 @@ def model_build_dev(
     ] = 0,
 ) -> None:
     """Build the small real dev model: a BPE tokenizer and a tiny Llama, trained on code."""
-    from agent_server.models.devmodel import run_build_dev
+    from modelbuild.dev import run_build_dev
 
     run_build_dev(out or load_settings().dev_model_dir, steps=steps, seed=seed)
 
@@ -253,7 +253,7 @@ def model_build_agent(
     repository)."""
     import json
 
-    from learner.synth.pretrain import AgentModelConfig, build_agent_model
+    from modelbuild.agent.pretrain import AgentModelConfig, build_agent_model
 
     base = base or load_settings().dev_model_dir
     target = out or base.parent / "agent"

@@ -183,7 +183,7 @@ def prepare_model(
             return
         if not build_dev:
             raise StartupError(f"no dev model at {folder}: run `apprentice model build-dev`")
-        from agent_server.models.devmodel import run_build_dev
+        from modelbuild.dev import run_build_dev
 
         with _lock(settings.models_dir / ".dev.lock"):  # a second starter waits, then finds it
             if not (folder / "config.json").is_file():

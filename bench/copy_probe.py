@@ -35,7 +35,7 @@ CONTEXT_LINES = 6
 
 def corpus_lines(held_out: bool) -> list[str]:
     """Stripped, non-comment source lines of 15-60 characters from the dev model's corpus."""
-    from agent_server.models.devmodel import corpus
+    from modelbuild.dev import corpus
 
     out = []
     for f in corpus.collect():
@@ -72,8 +72,8 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from bench.online_learning import default_model
-    from learner.synth.copyrows import exact_copies
-    from learner.synth.pretrain import padded_batch
+    from modelbuild.agent.copyrows import exact_copies
+    from modelbuild.agent.pretrain import padded_batch
 
     model_dir = (args.model or default_model()).resolve()
     if not (model_dir / "config.json").is_file():

@@ -18,8 +18,8 @@ LOOP = REPO / "agent_server" / "agent" / "loop.py"
 MAX_LOOP_LINES = 200  # the loop reads in one sitting (run -> step -> query / execute)
 
 PYTHON_DIRS = (
-    "ground", "feedback", "agent_server", "lsp", "learner", "apprentice", "migrations",
-    "tests", "bench", "scripts",
+    "ground", "feedback", "agent_server", "lsp", "learner", "modelbuild", "apprentice",
+    "migrations", "tests", "bench", "scripts",
 )  # fmt: skip
 TYPESCRIPT_DIRS = ("vscode-extension/src", "vscode-extension/test", "dashboard/src")
 SKIP = {"__pycache__", "node_modules"}

@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGES = ("ground", "feedback", "agent_server", "lsp", "learner", "apprentice", "migrations")
+PACKAGES = (
+    "ground", "feedback", "agent_server", "lsp", "learner", "modelbuild", "apprentice",
+    "migrations",
+)  # fmt: skip
 
 
 def test_import_linter_contracts_are_kept() -> None:

@@ -84,7 +84,10 @@ def test_doc_toml_example_is_valid(tmp_path, monkeypatch):
 
 def test_ground_room_is_a_leaf():
     """Every room may import `ground` only because it imports nothing of ours."""
-    ours = {"apprentice", "agent_server", "feedback", "lsp", "learner", "migrations", "tests"}
+    ours = {
+        "apprentice", "agent_server", "feedback", "lsp", "learner", "modelbuild", "migrations",
+        "tests",
+    }  # fmt: skip
     for path in sorted((REPO / "ground").glob("*.py")):
         imported = set()
         for node in ast.walk(ast.parse(path.read_text())):

@@ -12,7 +12,7 @@ without adding special tokens (the template already holds them). The embedded ba
 the model these ids, `OpenAIBackend.count_tokens` counts with them when it has a local
 tokenizer, and the dev-model builder renders its chat corpus with `render_chat`. The learner
 never calls this: it trains on the ids each suggestion row stored (learner/data.py).
-Tested in tests/models/test_devmodel.py and tests/models/test_backend_contract.py.
+Tested in tests/modelbuild/dev/test_devmodel.py and tests/models/test_backend_contract.py.
 """
 
 from __future__ import annotations

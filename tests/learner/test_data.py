@@ -133,7 +133,7 @@ def test_the_learners_data_never_loads_a_chat_encoder():
     code = (
         "import sys, learner.data, learner.pipeline; "
         "print(sorted(m for m in sys.modules if m.startswith(("
-        "'agent_server.models.chat_encoding', 'agent_server.models.devmodel', 'transformers'))))"
+        "'agent_server.models.chat_encoding', 'modelbuild', 'transformers'))))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout

@@ -1,6 +1,6 @@
 """The dev model builder (`apprentice model build-dev`): real builds, real loads, real generation.
 
-Run: `.venv/bin/python -m pytest tests/models/test_devmodel.py -q`. Uses the session model
+Run: `.venv/bin/python -m pytest tests/modelbuild/dev/test_devmodel.py -q`. Uses the session model
 (`dev_model_dir`, tests/fixtures/models.py) and makes a few small builds of its own.
 """
 
@@ -21,14 +21,15 @@ from agent_server.models.chat_encoding import (
     load_tokenizer,
     render_chat,
 )
-from agent_server.models.devmodel import (
+from modelbuild.dev import (
     MANIFEST,
     DevModelConfig,
     build_dev_model,
+    build_key,
     corpus,
     read_manifest,
 )
-from agent_server.models.devmodel.build import write_atomically
+from modelbuild.dev.build import write_atomically
 from tests.fixtures.settings import REPO, run_cli
 
 CONVERSATION = [
@@ -270,6 +271,7 @@ def test_cli_builds_with_zero_steps(tmp_path: Path) -> None:
     assert "parameters: " in result.stdout and "held-out loss: " in result.stdout
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["steps"] == 0 and manifest["seed"] == 0
+    assert manifest["build_key"] == build_key(corpus.collect())  # what the fixture checks
     for name in ("config.json", "model.safetensors", "tokenizer.json", "generation_config.json"):
         assert (out / name).is_file(), name
     config = json.loads((out / "tokenizer_config.json").read_text())

@@ -1,7 +1,7 @@
-"""Oracle agent traces (learner/synth/traces.py) and the agent model built on them
-(learner/synth/pretrain.py), with the dev model's real tokenizer and weights.
+"""Oracle agent traces (modelbuild/agent/traces.py) and the agent model built on them
+(modelbuild/agent/pretrain.py), with the dev model's real tokenizer and weights.
 
-.venv/bin/python -m pytest tests/learner/synth/test_traces.py -q
+.venv/bin/python -m pytest tests/modelbuild/agent/test_traces.py -q
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from transformers import AutoTokenizer
 
 from agent_server.agent.actions import parse_action
 from agent_server.models.base import Completion, Usage
-from agent_server.models.devmodel import MANIFEST as DEV_MANIFEST
-from agent_server.models.devmodel.corpus import SourceFile, is_held_out
-from learner.synth.pretrain import MANIFEST, AgentModelConfig, build_agent_model, encode
-from learner.synth.traces import ONE_LINE_KINDS, make_traces
+from modelbuild.agent.pretrain import MANIFEST, AgentModelConfig, build_agent_model, encode
+from modelbuild.agent.traces import ONE_LINE_KINDS, make_traces
+from modelbuild.dev import MANIFEST as DEV_MANIFEST
+from modelbuild.dev.corpus import SourceFile, is_held_out
 
 MODULE = '''"""Shapes."""
 

@@ -34,15 +34,15 @@ from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from agent_server.models.devmodel import MANIFEST as DEV_MANIFEST
-from agent_server.models.devmodel import build as dev
-from agent_server.models.devmodel import corpus
-from agent_server.models.devmodel.tokenizer import IM_END
-from agent_server.models.devmodel.train import DevTrainConfig, evaluate, lr_at, param_groups
 from ground.progress import Progress
-from learner.synth.copyrows import copy_row, corpus_chunks, exact_copies, path_words
 from learner.synth.statements import FROM_PATCH
-from learner.synth.traces import Trace, make_traces
+from modelbuild.agent.copyrows import copy_row, corpus_chunks, exact_copies, path_words
+from modelbuild.agent.traces import Trace, make_traces
+from modelbuild.dev import MANIFEST as DEV_MANIFEST
+from modelbuild.dev import build as dev
+from modelbuild.dev import corpus
+from modelbuild.dev.tokenizer import IM_END
+from modelbuild.dev.train import DevTrainConfig, evaluate, lr_at, param_groups
 
 MANIFEST = "apprentice-agent-model.json"
 QUOTED = 0.5  # share of train copy rows whose line holds a `"` (copyrows.py says why)

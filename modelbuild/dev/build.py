@@ -5,7 +5,8 @@ Run it as `apprentice model build-dev [--out DIR] [--steps N] [--seed S]`, or fr
 Hugging Face model folder that transformers and vLLM load as is (config.json,
 model.safetensors in bfloat16, tokenizer.json, tokenizer_config.json + chat_template.jinja,
 generation_config.json) plus `apprentice-dev-model.json`, the manifest: seed, steps,
-held-out losses before/after, parameter count, corpus digest and the builder's version hash.
+held-out losses before/after, parameter count, corpus digest, the builder's version hash,
+and the build key of both (`build_key`: what a cached dev model is checked against).
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 from transformers.utils import logging as hf_logging
 
 from agent_server.models.chat_encoding import render_chat
-from agent_server.models.devmodel import corpus
-from agent_server.models.devmodel.tokenizer import (
+from modelbuild.dev import corpus
+from modelbuild.dev.tokenizer import (
     EOS,
     IM_END,
     TOOL_CALL_END,
@@ -36,7 +37,7 @@ from agent_server.models.devmodel.tokenizer import (
     train_tokenizer,
     wrap,
 )
-from agent_server.models.devmodel.train import (
+from modelbuild.dev.train import (
     DevTrainConfig,
     encode_documents,
     evaluate,
@@ -53,6 +54,14 @@ def builder_version() -> str:
     h = hashlib.sha256()
     for path in sorted(Path(__file__).parent.glob("*.py")):
         h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def build_key(files: list[corpus.SourceFile]) -> str:
+    """The cache key of a build: the builder's version and the digest of its corpus `files`
+    (corpus.collect). A model whose manifest holds another key is stale: other code built it,
+    or other text (another interpreter's standard library, the tree on disk without git)."""
+    h = hashlib.sha256(f"{builder_version()}\0{corpus.corpus_digest(files)}".encode())
     return h.hexdigest()[:16]
 
 
@@ -275,6 +284,7 @@ def build_dev_model(cfg: DevModelConfig, console: Console | None = None) -> Buil
     manifest: dict[str, Any] = {
         "builder": "apprentice model build-dev",
         "builder_version": builder_version(),
+        "build_key": build_key(files),
         "seed": cfg.seed,
         "steps": cfg.steps,
         "params": params,

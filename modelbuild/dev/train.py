@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from agent_server.models.devmodel.tokenizer import EOS
 from ground.progress import Progress
+from modelbuild.dev.tokenizer import EOS
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ its path, then the edit action up to `"path":"`; the labels are the path, the li
 as JSON escapes it) and what follows it up to the `replace` value (the agent model's
 replies sometimes closed the action after `search` when the labels stopped at its quote).
 A dictated row (the dictated tier's first turn) shows the file with a slip in the line (an
-operator, comparison, boolean or number changed, as mutate.py's kinds change them), quotes
-the slipped line and then the line as it should read; its labels run on through the whole
-action: the path, the slipped line as `search`, the right one as `replace`, and `"}}`.
+operator, comparison, boolean or number changed, as learner/synth/mutate.py's kinds change
+them), quotes the slipped line and then the line as it should read; its labels run on through
+the whole action: the path, the slipped line as `search`, the right one as `replace`, `"}}`.
 Chunks come from the dev model's corpus (corpus.collect), train rows from its train files
 and measured rows from its held-out files, so a line copied right was never memorized.
 Train rows show their chunk under an **invented path** (`invented_path`: random words of
@@ -29,7 +29,7 @@ Train rows also copy a line holding a double quote more often than the corpus ha
 (`quoted`): JSON writes it `\\"`, and only ~1 in 8 corpus lines holds one (the standard
 library quotes with `'`), so the agent model miscopied the shop's `return "hello " + name`
 after the escape (`return \\"hello \\"__It should read...`).
-Used by learner/synth/pretrain.py.
+Used by modelbuild/agent/pretrain.py.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from agent_server.models.devmodel import corpus
+from modelbuild.dev import corpus
 
 CHUNK_LINES = (4, 10)  # lines of the file shown
 _WORD = re.compile(r"\b[a-z]{3,10}\b")

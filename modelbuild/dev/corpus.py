@@ -12,7 +12,7 @@ held-out by a hash of that name, so the split never depends on the seed or on wh
 exist besides.
 
 Used by build.py; try it with
-`.venv/bin/python -c "from agent_server.models.devmodel.corpus import *; print(len(collect()))"`.
+`.venv/bin/python -c "from modelbuild.dev.corpus import *; print(len(collect()))"`.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def is_held_out(name: str, percent: int = 5) -> bool:
 
 
 def default_project_root() -> Path:
-    return Path(__file__).resolve().parents[3]
+    return Path(__file__).resolve().parents[2]
 
 
 def _pinned_files(root: Path, commit: str, prefix: str) -> list[SourceFile] | None:
@@ -166,7 +166,8 @@ def tokenizer_sample(files: list[SourceFile], max_chars: int) -> list[str]:
 # backend is given tool specs, a Hermes-style native call that both backends parse
 # (<tool_call>{"name", "arguments"}</tool_call>, agent_server/models/hermes.py). A few such
 # conversations teach those shapes and, above all, to end the assistant turn. The tool names
-# and arguments below copy actions.py's TOOLS (models/ may not import agent/).
+# and arguments below copy actions.py's TOOLS rather than import them: the builder's version
+# hash (build.py) covers this package only, so what the model is trained on lives here.
 
 _SYSTEM = "You are Apprentice, a coding assistant. Answer with one JSON action."
 # (user request, tool, args, thought); {path} {dir} {symbol} are filled from a corpus file.

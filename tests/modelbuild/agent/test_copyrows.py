@@ -1,7 +1,7 @@
-"""Copy rows (learner/synth/copyrows.py): the agent stage's first part, with the dev model's
+"""Copy rows (modelbuild/agent/copyrows.py): the agent stage's first part, with the dev model's
 real tokenizer and weights.
 
-.venv/bin/python -m pytest tests/learner/synth/test_copyrows.py -q
+.venv/bin/python -m pytest tests/modelbuild/agent/test_copyrows.py -q
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from agent_server.models.devmodel import corpus
-from agent_server.models.devmodel.corpus import SourceFile, is_held_out
-from learner.synth.copyrows import (
+from modelbuild.agent.copyrows import (
     ACTION,
     copy_row,
     corpus_chunks,
@@ -25,6 +23,8 @@ from learner.synth.copyrows import (
     path_words,
     slip,
 )
+from modelbuild.dev import corpus
+from modelbuild.dev.corpus import SourceFile, is_held_out
 
 LINES = [f"    value_{i} = compute(value_{i - 1}, {i})" for i in range(1, 17)]
 LINES[7] = '    return "hello " + name  # a quote to escape'

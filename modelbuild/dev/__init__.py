@@ -12,16 +12,17 @@ if "torch" not in sys.modules:
     # the cores; passive waits cost little. Read once, when torch loads: so only if it has not.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from agent_server.models.devmodel.build import (
+from modelbuild.dev.build import (
     MANIFEST,
     BuildResult,
     DevModelConfig,
     build_dev_model,
+    build_key,
     builder_version,
     read_manifest,
     run_build_dev,
 )
-from agent_server.models.devmodel.tokenizer import CHAT_TEMPLATE
+from modelbuild.dev.tokenizer import CHAT_TEMPLATE
 
 __all__ = [
     "CHAT_TEMPLATE",
@@ -29,6 +30,7 @@ __all__ = [
     "BuildResult",
     "DevModelConfig",
     "build_dev_model",
+    "build_key",
     "builder_version",
     "read_manifest",
     "run_build_dev",

@@ -5,10 +5,10 @@
 
 Composer 2's first stage trains the base on agent traces before any RL. Here a trace is one
 easiest-tier task solved the way a competent agent would: a small module cut from the dev
-model's own training corpus (agent_server/models/devmodel/corpus.py: the standard library
-and this repository at its pinned commit, held-out files and `tests/` left out), one
-single-line mutation (learner/synth/mutate.py: operator, comparison, boolean, constant,
-negate, swapped arguments), a located statement (statements.located_statement: failing
+model's own training corpus (modelbuild/dev/corpus.py: the standard library and this
+repository at its pinned commit, held-out files and `tests/` left out), one single-line
+mutation (learner/synth/mutate.py: operator, comparison, boolean, constant, negate, swapped
+arguments), a located statement (learner/synth/statements.py located_statement: failing
 tests, the file, the faulty line; or the dictated one, which adds what the line should
 read) and a test file beside it. The **real** agent loop
 (session.turns.Turn: prompts, few-shot turns, shown files, the edit applier, autonomous
@@ -20,7 +20,7 @@ with the model's chat template, exactly as vLLM renders them, and `spans` marks 
 characters of the two replies (the only tokens trained on).
 
 No trace comes from a task repository: tasks mined for task cycles and benches (and their
-held-out split) are never seen. Tested in tests/learner/synth/test_traces.py.
+held-out split) are never seen. Tested in tests/modelbuild/agent/test_traces.py.
 """
 
 from __future__ import annotations
@@ -42,12 +42,12 @@ from agent_server.agent.scripted import ScriptedModel
 from agent_server.agent.workspace import LocalWorkspace
 from agent_server.models.base import Message
 from agent_server.models.chat_encoding import render_chat
-from agent_server.models.devmodel import corpus
-from agent_server.models.devmodel.tokenizer import IM_END
 from agent_server.session.turns import Turn
 from learner.synth.mutate import mutations
 from learner.synth.rollout import RolloutConfig
 from learner.synth.statements import FROM_PATCH, precise_statement
+from modelbuild.dev import corpus
+from modelbuild.dev.tokenizer import IM_END
 
 # Mutations whose fix is one line rewritten in place (the located tier's shape).
 ONE_LINE_KINDS = frozenset({"operator", "comparison", "boolean", "constant", "negate", "swap_args"})

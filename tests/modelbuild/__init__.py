@@ -1,0 +1,1 @@
+"""Tests of modelbuild/: the dev model builder, the agent model's copy rows and traces."""
