@@ -13,7 +13,8 @@ scripts/extension.sh     # the VS Code extension: npm ci, build, .vsix
 scripts/dashboard.sh     # the admin dashboard the server serves at /admin/
 scripts/code-server.sh   # a real VS Code (code-server) for the extension's end-to-end test
 
-# The dev model the tests use: built once, reused while its builder is unchanged.
+# The dev model the tests use: built once, reused while its builder and its corpus are
+# unchanged (the build key: tests/fixtures/models.py rebuilds a stale one).
 export APPRENTICE_TEST_MODEL="${APPRENTICE_TEST_MODEL:-$PWD/.cache/dev-model}"
 if [[ ! -f "$APPRENTICE_TEST_MODEL/config.json" ]]; then
   echo "==> building the dev model into $APPRENTICE_TEST_MODEL"

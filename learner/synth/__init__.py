@@ -16,4 +16,7 @@ The package map (issue 12):
 - reward.py    the reward terms of a rollout
 - rollout.py   one rollout of the product's own agent on a sandbox
 - solve_rates.py  `apprentice tasks eval`: rollouts in parallel, solve rates as JSON
+
+Mining and running tasks only: the agent model's training data (copy rows, oracle traces
+on the dev model's corpus, made with mutate.py and statements.py) is modelbuild/agent/'s.
 """
