@@ -12,18 +12,23 @@ A step that already succeeded returns at once (a redelivered message); a transie
 (database, model server or broker unreachable) is retried `config.retries` times with
 exponential backoff; after that, or on any other error, the run is marked failed with the
 reason, and the chain stops (`Ignore`: nothing after a failed step runs). Train and rollouts
-go to `settings.accel_queue`, the rest to `settings.learner_queue` (`queue_of`). Tests:
-tests/learner/test_admin_api.py (real worker, embedded broker) and test_e2e_vllm.py
-(real worker, Redis, SIGKILL redelivery).
+go to `settings.accel_queue`, the rest to `settings.learner_queue` (`queue_of`). While a step
+runs, a `Heartbeat` thread stamps it every HEARTBEAT_S (feedback/queries/runs.py); the agent
+server fails a run whose step stopped beating (its worker was killed: agent_server/api/
+reaper.py). Tests: tests/learner/test_admin_api.py (real worker, embedded broker),
+test_e2e_vllm.py (real worker, Redis, SIGKILL redelivery), test_dead_worker.py (SIGKILL on
+either broker).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import datetime as dt
 import functools
 import gc
 import logging
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,7 +38,8 @@ from sqlalchemy.exc import OperationalError
 
 from agent_server.models.base import BackendUnavailable
 from feedback.db import make_engine, make_sessionmaker, transaction
-from feedback.models import LearnerRun
+from feedback.models import LearnerRun, utcnow
+from feedback.queries.runs import HEARTBEAT_S, beat_run_step
 from ground.broker import TASK_CYCLE, TASK_SCHEDULED
 from ground.settings import Settings
 from learner import pipeline
@@ -56,6 +62,8 @@ def context() -> pipeline.Context:
 
 
 def _log_progress(step: str, info: dict[str, Any]) -> None:
+    if info.get("status") == "running" and Heartbeat.current is not None:
+        Heartbeat.current.poke()  # the step is marked running: stamp it now
     if info.get("status") == "progress" and "line" in info:  # a rollout ended
         log.info("%s %s", step, info["line"])
     elif info.get("status") == "progress":
@@ -82,15 +90,65 @@ def release_memory() -> None:
         ctypes.CDLL(libc).malloc_trim(0)
 
 
+class Heartbeat:
+    """While a step runs in this worker: a thread stamping it alive every `every_s` seconds
+    (`beat_run_step`), at once when it is marked running (`poke`, from the progress report).
+    A thread, so a step busy for minutes in torch (train) keeps beating; the worker runs one
+    task at a time (solo pool), so one Heartbeat at most is `current`."""
+
+    current: Heartbeat | None = None
+
+    def __init__(self, ctx: pipeline.Context, run_id: int, name: str,
+                 every_s: float = HEARTBEAT_S) -> None:  # fmt: skip
+        self.ctx, self.run_id, self.name, self.every_s = ctx, run_id, name, every_s
+        self.beats = 0  # stamps written
+        self._wake, self._stopped = threading.Event(), threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name=f"heartbeat-{name}-{run_id}")  # fmt: skip
+
+    def __enter__(self) -> Heartbeat:
+        Heartbeat.current = self
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        Heartbeat.current = None
+        self._stopped.set()
+        self._wake.set()
+        self._thread.join()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while True:
+            self._wake.wait(self.every_s)
+            self._wake.clear()
+            if self._stopped.is_set():
+                return
+            self.beat()
+
+    def beat(self, retry_at: dt.datetime | None = None) -> None:
+        try:
+            with transaction(self.ctx.db) as db:
+                self.beats += beat_run_step(db, run_id=self.run_id, name=self.name,
+                                            retry_at=retry_at)  # fmt: skip
+        except Exception as exc:  # a missed beat is no reason to stop the step
+            log.warning("heartbeat of %s of run %s: %s", self.name, self.run_id, exc)
+
+
 def run_step(task: Task, name: str, run_id: int) -> None:
     ctx = context()
     try:
-        _run_step(task, ctx, name, run_id)
+        with Heartbeat(ctx, run_id, name) as heartbeat:
+            _run_step(task, ctx, name, run_id, heartbeat)
     finally:
         release_memory()
 
 
-def _run_step(task: Task, ctx: pipeline.Context, name: str, run_id: int) -> None:
+def _run_step(
+    task: Task, ctx: pipeline.Context, name: str, run_id: int, heartbeat: Heartbeat
+) -> None:
     try:
         pipeline.STEP_FUNCTIONS[name](ctx, run_id)
     except pipeline.RunSkipped as exc:
@@ -105,6 +163,8 @@ def _run_step(task: Task, ctx: pipeline.Context, name: str, run_id: int) -> None
         if attempt < retries:
             log.warning("%s of run %s: %s; retry %s/%s", name, run_id, exc, attempt + 1, retries)
             countdown = backoff * 2**attempt
+            # Quiet till the retry is due; a worker lost before then is reaped after it.
+            heartbeat.beat(retry_at=utcnow() + dt.timedelta(seconds=countdown))
             raise task.retry(exc=exc, countdown=countdown, max_retries=retries) from exc
         pipeline.fail_run(ctx, run_id, name, f"{type(exc).__name__}: {exc} (after {retries} "
                           "retries)")  # fmt: skip
