@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent_server.protocol.parts import HARD_MAX_FRAME_BYTES, MAX_FRAME_BYTES
+from feedback.queries.runs import HEARTBEAT_S, SILENT_LIMIT_S
 from ground.settings import Settings
 
 # uvicorn closes the connection (code 1009) above its own ws_max_size, as soon as a frame's
@@ -68,6 +69,19 @@ class ApiConfig(BaseModel):
         ge=1,
         description="Messages a token may send at once before `messages_per_s` applies; "
         "beyond, a message gets `rate_limited` and is not handled.",
+    )
+    reap_every_s: float = Field(
+        default=15.0,
+        ge=0,
+        description="How often the server fails learner runs whose worker died (api/reaper.py); "
+        "0: never.",
+    )
+    dead_worker_s: float = Field(
+        default=SILENT_LIMIT_S,
+        gt=HEARTBEAT_S,
+        description="A running learner step silent this long (no heartbeat; a worker stamps "
+        "it every 10 s) has a dead worker; on a broker that redelivers (Redis, RabbitMQ) the "
+        "reaper waits two visibility timeouts more.",
     )
 
     @field_validator("max_frame_bytes")

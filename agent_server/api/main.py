@@ -15,6 +15,7 @@ from agent_server.api.auth import AuthConfig, install_access_log_filter
 from agent_server.api.config import ApiConfig
 from agent_server.api.dashboard import mount_dashboard
 from agent_server.api.metrics import HttpMetricsMiddleware, ServerMetrics
+from agent_server.api.reaper import start_reaper, stop_reaper
 from agent_server.api.routers import (
     admin,
     admin_session,
@@ -48,9 +49,13 @@ def create_app(
             services.backend, services.db, settings.model_backend,
             adapters_dir=settings.adapters_dir,
         )  # fmt: skip
+        # Fails learner runs whose worker died mid-step (api/reaper.py).
+        reaper = start_reaper(settings, services.db, every_s=config.reap_every_s,
+                              dead_worker_s=config.dead_worker_s)  # fmt: skip
         try:
             yield
         finally:
+            await stop_reaper(reaper)
             if app.state.follower is not None:
                 await app.state.follower.aclose()
             await app.state.services.aclose()

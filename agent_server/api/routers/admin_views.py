@@ -5,8 +5,9 @@
     GET /v1/admin/users
         the people who use the server (`apprentice users ...`), never their tokens
     GET /v1/admin/runs/{id}/events
-        server-sent events: the run (as GET /v1/admin/runs/{id}) each time it changes, until
-        it ends; a comment line every 15 s keeps proxies from closing the stream
+        server-sent events: the run (as GET /v1/admin/runs/{id}) each time it changes (a
+        step's heartbeat alone is no change), until it ends; a comment line every 15 s keeps
+        proxies from closing the stream
 
 Same auth as admin.py (the admin token, or the dashboard's cookie). Tests:
 tests/api/test_admin_views.py.
@@ -26,6 +27,7 @@ from pydantic import BaseModel, Field
 from agent_server.api.deps import DbDep, DbInt, DbText, ServicesDep, require_admin
 from agent_server.api.routers.admin import RunDetail
 from feedback.queries import get_run
+from feedback.queries.runs import HEARTBEAT_KEYS
 from feedback.queries.stats import LANGUAGES, outcome_series
 from feedback.queries.users import list_users, user_ids
 
@@ -126,11 +128,19 @@ def _aware(value: dt.datetime) -> dt.datetime:
 async def run_events(run_id: DbInt, request: Request, services: ServicesDep) -> StreamingResponse:
     """The run as server-sent events (`event: run`, data: a RunDetail) whenever it changes."""
 
-    def read() -> tuple[str, str] | None:
-        """(status, the run as JSON), or None when there is no such run."""
+    def read() -> tuple[str, str, str] | None:
+        """(status, the run as JSON, the same without its steps' heartbeats: a worker stamps
+        a running step every 10 s, which is no news), or None when there is no such run."""
         with services.db() as db:
             row = get_run(db, run_id=run_id)
-            return None if row is None else (row.status, RunDetail.of(row).model_dump_json())
+            if row is None:
+                return None
+            run = RunDetail.of(row)
+            steps = [
+                {k: v for k, v in step.items() if k not in HEARTBEAT_KEYS} for step in run.steps
+            ]
+            news = run.model_copy(update={"steps": steps}).model_dump_json()
+            return row.status, run.model_dump_json(), news
 
     first = await asyncio.to_thread(read)
     if first is None:
@@ -138,12 +148,12 @@ async def run_events(run_id: DbInt, request: Request, services: ServicesDep) -> 
 
     async def stream() -> AsyncIterator[str]:
         last, quiet = None, 0.0
-        current: tuple[str, str] | None = first
+        current: tuple[str, str, str] | None = first
         while current is not None:
-            status, body = current
-            if body != last:
+            status, body, news = current
+            if news != last:
                 yield f"event: run\ndata: {body}\n\n"
-                last, quiet = body, 0.0
+                last, quiet = news, 0.0
                 if status in FINISHED:
                     return
             elif quiet >= 15:
