@@ -140,7 +140,8 @@ def _ts(value: str | None) -> float | None:
 
 
 async def learn(system: System, cycle: dict[str, Any], timeout: float = 1800) -> dict[str, Any]:
-    """Trigger a cycle, wait for it, then until its adapter serves; returns what happened."""
+    """Trigger a cycle, wait for it (`timeout` s at most; a failed run's error is printed),
+    then until its adapter serves; returns what happened."""
     headers = {"Authorization": f"Bearer {ADMIN}"}
     posted = time.time()
     async with httpx.AsyncClient(base_url=system.http, headers=headers, timeout=60) as api:
@@ -154,6 +155,8 @@ async def learn(system: System, cycle: dict[str, Any], timeout: float = 1800) ->
                 raise TimeoutError(f"run {queued['id']} still {run['status']} after {timeout} s")
             system.check_alive()
             await asyncio.sleep(0.5)
+    if run["status"] == "failed":  # a dead worker's run too: the server's reaper fails it
+        print(f"run {queued['id']} failed: {run['error']}", file=sys.stderr, flush=True)
     steps = {s["name"]: s for s in run["steps"]}
     metrics = {name: s.get("metrics", {}) for name, s in steps.items()}
     if run["status"] == "succeeded":

@@ -71,7 +71,8 @@ def _seconds(step: dict[str, Any]) -> float | None:
 
 
 def run_round(system: System, config: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """One task cycle through the admin API; what the run's steps recorded."""
+    """One task cycle through the admin API (`timeout` s at most; a failed run's error is
+    printed); what the run's steps recorded."""
     started = time.monotonic()
     headers = {"Authorization": f"Bearer {ADMIN}"}
     with httpx.Client(base_url=system.http, headers=headers, timeout=60) as api:
@@ -86,6 +87,8 @@ def run_round(system: System, config: dict[str, Any], timeout: float) -> dict[st
                 raise TimeoutError(f"run {run_id} still {run['status']} after {timeout:.0f} s")
             system.check_alive()
             time.sleep(1.0)
+    if run["status"] == "failed":  # a dead worker's run too: the server's reaper fails it
+        print(f"run {run_id} failed: {run['error']}", file=sys.stderr, flush=True)
     steps = {s["name"]: s for s in run["steps"]}
     m = {name: s.get("metrics") or {} for name, s in steps.items()}
     rolled, train, evaluation = m.get("rollouts", {}), m.get("train", {}), m.get("evaluate", {})
