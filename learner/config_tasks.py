@@ -135,7 +135,8 @@ class TasksConfig(Frozen):
         default=4096,
         ge=8,
         description="Prompt + completion tokens of one model call trained on (train.max_length "
-        "for task cycles). Agent prompts are long; cutting them from the left makes the "
+        "for task cycles), never more than train.micro_batch_tokens: above it, rows are cut to "
+        "that budget. Agent prompts are long; cutting them from the left makes the "
         "trainer's logprobs differ from the engine's (the run's logprob gap shows it).",
     )
     reward: Literal["shaped", "outcome"] = Field(

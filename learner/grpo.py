@@ -38,9 +38,11 @@ and the inference engine disagree about what was sampled (precision, template, a
 or, for grammar-constrained actions on vLLM, that the engine logged the masked
 distribution's logprobs (measured: docs/tasks.md), so forced tokens weigh almost nothing.
 
-It trains in one process, on `train.device` (learner/device.py): the data-parallel path
-(learner/distributed.py) is the feedback update's only; a task cycle's time goes to its
-rollouts, not to this update, and its samples come from the database inside the worker.
+No forward pass holds more than `train.micro_batch_tokens` padded tokens (learner/batching.py: a
+long agent prompt is cut from the left, whatever `tasks.max_length`). It trains in one process,
+on `train.device` (learner/device.py): the data-parallel path (learner/distributed.py) is the
+feedback update's only; a task cycle's time goes to its rollouts, not to this update, and its
+samples come from the database inside the worker.
 Tested in tests/learner/test_grpo.py (the update) and tests/learner/test_taskcycle.py (in cycles).
 """
 
@@ -61,11 +63,13 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from feedback.db import transaction
 from feedback.models import TaskRollout
+from learner.batching import align_rows, batch_of, compact, micro_batches, note_budget
 from learner.config import TaskTrainConfig, TrainConfig
 from learner.device import model_device
 from learner.figures import Curves, Gap, logprob_gap
-from learner.kto import completion_logits, make_batch, token_logprobs
-from learner.train import align_rows, completion_token_logprobs, draw, micro_batches
+from learner.kto import completion_logits, token_logprobs
+from learner.memory import PeakRss, release
+from learner.train import batches, completion_token_logprobs
 
 log = logging.getLogger(__name__)
 
@@ -134,13 +138,14 @@ def load_rollouts(
 @dataclass(frozen=True)
 class CallSample:
     """One model call to train on, with its trajectory's advantage. `desirable` and `weight`
-    are what learner.kto.make_batch lays out: here the weight is the (signed) advantage."""
+    are what learner.kto.make_batch lays out: here the weight is the (signed) advantage.
+    Token ids as trajectory_samples makes them are 4-byte arrays (learner/batching.py)."""
 
     rollout_id: str
     seq: int
     kind: str
-    prompt_ids: list[int]
-    completion_ids: list[int]
+    prompt_ids: Sequence[int]
+    completion_ids: Sequence[int]
     behaviour_logprobs: list[float]
     advantage: float
 
@@ -213,7 +218,7 @@ def trajectory_samples(
                 if not call.completion_ids or len(call.logprobs) != len(call.completion_ids):
                     continue  # nothing sampled, or no behaviour logprobs to weigh it by
                 samples.append(CallSample(rollout.rollout_id, call.seq, call.kind,
-                                          call.prompt_ids, call.completion_ids,
+                                          compact(call.prompt_ids), compact(call.completion_ids),
                                           call.logprobs, advantage))  # fmt: skip
     stats.samples = len(samples)
     stats.summary_samples = sum(s.kind == "summary" for s in samples)
@@ -230,7 +235,9 @@ class TaskTrainResult:
     gap: Gap = field(default_factory=Gap)
     clip_share: float = 0.0  # tokens whose ratio was clipped, last step
     stopped_early: bool = False
-    curves: dict[str, list[float]] = field(default_factory=dict)  # per step: loss, clip_share
+    peak_rss_gb: float = 0.0  # highest resident set sampled during the update (GB)
+    process_peak_rss_gb: float = 0.0  # the process's high-water mark, ru_maxrss (GB)
+    curves: dict[str, list[float]] = field(default_factory=dict)  # loss, clip_share, rss_gb
 
     def metrics(self) -> dict[str, Any]:
         out = asdict(self)
@@ -263,18 +270,21 @@ def pg_loss(
 
 class TaskObjective:
     """The policy-gradient loss on trajectory samples, one batch at a time (the module
-    docstring): lp_old is computed once, at construction, with the logprob gap against the
-    engine's. `backward(picked, scale)` accumulates the gradients of the samples at
-    `picked`; returns the loss. train_trajectories steps on it alone; learner/mixed.py
-    beside the feedback objective."""
+    docstring): lp_old is computed once, at construction (of the samples at `used` alone when
+    given), with the logprob gap against the engine's. `backward(picked, scale)` accumulates the
+    gradients of the samples at `picked`; returns the loss. train_trajectories steps on it
+    alone; learner/mixed.py beside the feedback objective."""
 
     def __init__(self, policy: PeftModel, samples: Sequence[CallSample], train: TrainConfig,
-                 config: TaskTrainConfig) -> None:  # fmt: skip
+                 config: TaskTrainConfig, used: Sequence[int] | None = None) -> None:  # fmt: skip
         self.samples, self.train, self.config = list(samples), train, config
-        # lp_old covers the completion tokens the batch keeps (its first max_completion_length).
-        self.old = completion_token_logprobs(policy, self.samples, train, adapter=True)
-        behaviour = [s.behaviour_logprobs for s in self.samples]
-        self.gap = logprob_gap(self.old, behaviour, config.is_cap)
+        note_budget(train)
+        used = range(len(self.samples)) if used is None else sorted(set(used))
+        # lp_old covers the completion tokens the batch keeps (learner/batching.py).
+        picks = [self.samples[i] for i in used]
+        old = completion_token_logprobs(policy, picks, train, adapter=True)
+        self.old: dict[int, list[float]] = dict(zip(used, old, strict=True))
+        self.gap = logprob_gap(old, [s.behaviour_logprobs for s in picks], config.is_cap)
         self.clip_share = 0.0  # of the last micro-batch
         self.tokens = 0
 
@@ -284,8 +294,7 @@ class TaskObjective:
         loss = 0.0
         for positions in micro_batches(chunk, self.train):
             part = [chunk[k] for k in positions]
-            batch = make_batch(part, max_length=self.train.max_length, device=model_device(policy),
-                               max_completion_length=self.train.max_completion_length)  # fmt: skip
+            batch = batch_of(part, self.train, device=model_device(policy))
             policy_lp = token_logprobs(completion_logits(policy, batch), batch)
             old_lp = align_rows([self.old[picked[k]] for k in positions], batch)
             advantage = torch.tensor([s.advantage for s in part], device=batch.weight.device)
@@ -296,6 +305,8 @@ class TaskObjective:
             (part_loss * scale).backward()
             loss += float(part_loss.detach()) * scale
             self.tokens += batch.tokens
+            del batch, policy_lp, old_lp, part_loss  # the pass's tensors: memory goes back
+            release()
         return loss
 
 
@@ -311,27 +322,28 @@ def train_trajectories(
     result = TaskTrainResult(0, len(samples), 0, 0.0)
     if not samples:
         return result
-    objective = TaskObjective(policy, samples, train, config)
-    result.gap = objective.gap
-    params = [p for p in policy.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=train.weight_decay)
     per_epoch = math.ceil(len(samples) / train.batch_size)
     total = config.max_steps or max(1, math.ceil(per_epoch * config.epochs))
-    rng, order, curves = random.Random(train.seed), list[int](), Curves()
-    policy.train()
-    for step in range(total):
-        if time.monotonic() - started > train.max_seconds:
-            result.stopped_early = True
-            break
-        picked, order = draw(order, len(samples), train.batch_size, rng)
-        optimizer.zero_grad(set_to_none=True)
-        loss = objective.backward(policy, picked)
-        torch.nn.utils.clip_grad_norm_(params, train.grad_clip)
-        optimizer.step()
-        result.losses.append(loss)
-        result.steps = step + 1
-        curves.add(loss=loss, clip_share=objective.clip_share)
+    plan = batches(len(samples), train.batch_size, total, random.Random(train.seed))  # ahead
+    params, curves = [p for p in policy.parameters() if p.requires_grad], Curves()
+    with PeakRss() as rss:  # lp_old's pass included
+        objective = TaskObjective(policy, samples, train, config, [i for p in plan for i in p])
+        result.gap = objective.gap
+        optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=train.weight_decay)
+        policy.train()
+        for step, picked in enumerate(plan):
+            if time.monotonic() - started > train.max_seconds:
+                result.stopped_early = True
+                break
+            optimizer.zero_grad(set_to_none=True)
+            loss = objective.backward(policy, picked)
+            torch.nn.utils.clip_grad_norm_(params, train.grad_clip)
+            optimizer.step()
+            result.losses.append(loss)
+            result.steps = step + 1
+            curves.add(loss=loss, clip_share=objective.clip_share, rss_gb=rss.take())
     policy.eval()
+    result.peak_rss_gb, result.process_peak_rss_gb = rss.peak_gb, rss.process_peak_gb
     result.clip_share, result.tokens = objective.clip_share, objective.tokens
     result.curves = curves.values
     result.seconds = time.monotonic() - started

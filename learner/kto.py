@@ -86,6 +86,18 @@ def class_weights(
     return lam_d, (lam_d * n_d / n_u) if n_d > 0 and n_u > 0 else 1.0
 
 
+def kept(
+    prompt: int, completion: int, *, max_length: int, max_completion_length: int
+) -> tuple[int, int]:
+    """(prompt tokens, completion tokens) a sample of these lengths keeps in a row of at most
+    `max_length` tokens, the one rule every forward pass follows: the completion's first
+    `max_completion_length` tokens, and never more than `max_length - 1` of them (a
+    completion longer than the row is capped, so one prompt token stays to predict its first
+    token from); then the prompt's last tokens that fit (it is cut from the left)."""
+    completion = min(completion, max_completion_length, max(1, max_length - 1))
+    return min(prompt, max(1, max_length - completion)), completion
+
+
 def make_batch(
     samples: Sequence[Sample],
     *,
@@ -95,12 +107,15 @@ def make_batch(
     pad_id: int = 0,
     device: torch.device | str | None = None,
 ) -> Batch:
-    """Cut (completion: its end; prompt: its start) and pad `samples` into one batch, its
-    tensors on `device` (None: the CPU): the model's, learner/device.py `model_device`."""
+    """Cut each of `samples` to at most `max_length` tokens (`kept`) and pad them into one
+    batch, its tensors on `device` (None: the CPU): the model's, learner/device.py
+    `model_device`."""
     rows, completions = [], []
     for s in samples:
-        completion = list(s.completion_ids[:max_completion_length])
-        prompt = list(s.prompt_ids[-max(1, max_length - len(completion)) :])
+        p, c = kept(len(s.prompt_ids), len(s.completion_ids), max_length=max_length,
+                    max_completion_length=max_completion_length)  # fmt: skip
+        completion = list(s.completion_ids[:c])
+        prompt = list(s.prompt_ids[len(s.prompt_ids) - p :])
         rows.append(prompt + completion)
         completions.append(len(completion))
     length, span = max(map(len, rows)), max(completions)

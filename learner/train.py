@@ -9,9 +9,14 @@ Only the LoRA weights are trainable (peft freezes the base), and the optimizer s
 them: every base weight stays bit-identical (tests/learner/test_train.py checks). The
 reference policy is the same model under `disable_adapter()` (a no-grad forward per step for
 the KL penalty; with kl_coef = 0 its logprobs are computed once before the first step).
-A batch whose padded tokens exceed `micro_batch_tokens` is split into micro-batches whose
-gradients accumulate; each micro-batch's loss (its own z0 and normalisation, learner/kto.py)
-counts in proportion to its samples, so an unsplit batch trains exactly as before.
+`micro_batch_tokens` is a hard budget on every forward pass (learner/batching.py: a sample
+longer than it is cut, prompt from the left); a batch over it is split into micro-batches
+whose gradients accumulate; each micro-batch's loss (its own z0 and normalisation,
+learner/kto.py) counts in proportion to its samples, so an unsplit batch trains exactly as
+before. Between micro-batches freed memory goes back to the system (learner/memory.py), with
+`gradient_checkpointing` a layer's activations are recomputed in backward rather than kept,
+and the result carries the update's peak resident set (`peak_rss_gb`, sampled;
+`process_peak_rss_gb`, the process's high-water mark; curve `rss_gb` per step).
 Device and precision come from `TrainConfig.device` / `dtype` (learner/device.py: CUDA in
 bfloat16 when present, else the CPU in float32; LoRA weights always float32); batches are
 made on the model's device. With a `Group` of several processes (learner/distributed.py)
@@ -36,20 +41,20 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import AutoModelForCausalLM
 
+from learner.batching import align_rows, batch_of, micro_batches, note_budget, unpad
 from learner.config import TrainConfig
 from learner.data import Sample
 from learner.device import Group, describe, model_device, resolve_device, resolve_dtype
 from learner.figures import Curves, feedback_figures
 from learner.kto import (
-    Batch,
     class_weights,
     completion_logits,
     kto_loss,
-    make_batch,
     masked_mean,
     per_token_kl,
     token_logprobs,
 )
+from learner.memory import PeakRss, release
 
 Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
 
@@ -69,6 +74,8 @@ class TrainResult:
     device: str = ""  # where the base ran, e.g. "cpu", "cuda:0"
     dtype: str = ""  # its compute dtype, e.g. "float32", "bfloat16"
     processes: int = 1  # data-parallel ranks that shared each batch
+    peak_rss_gb: float = 0.0  # highest resident set sampled during the update (GB)
+    process_peak_rss_gb: float = 0.0  # the process's high-water mark, ru_maxrss (GB)
     # Per step (learner/figures.py): loss, rewards, preference accuracy, KL, importance, tokens/s.
     curves: dict[str, list[float]] = field(default_factory=dict)
 
@@ -106,9 +113,22 @@ def make_policy(
     """The trainable policy: the parent adapter continued, or a fresh LoRA (B = 0: the policy
     starts equal to the reference). Returns (model, whether the parent was used)."""
     torch.manual_seed(config.seed)
+    _checkpointing(getattr(base, "get_base_model", lambda: base)(), config.gradient_checkpointing)
     if parent_dir is not None and config.from_parent and _same_shape(parent_dir, config):
         return PeftModel.from_pretrained(base, str(parent_dir), is_trainable=True), True
     return get_peft_model(base, lora_config(config)), False
+
+
+def _checkpointing(model: Any, on: bool) -> None:
+    """Recompute each layer's activations in backward (TrainConfig.gradient_checkpointing; it
+    acts in train mode only). transformers 5 calls it activation checkpointing."""
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        return
+    name = "activation" if hasattr(model, "activation_checkpointing_enable") else "gradient"
+    if on:
+        getattr(model, f"{name}_checkpointing_enable")({"use_reentrant": False})
+    else:
+        getattr(model, f"{name}_checkpointing_disable")()
 
 
 def _same_shape(parent_dir: Path, config: TrainConfig) -> bool:
@@ -135,9 +155,11 @@ def completion_token_logprobs(
     policy.eval()
     with contextlib.nullcontext() if adapter else policy.disable_adapter():
         for positions in group.deal(micro_batches(samples, config, pieces=group.world)):
-            batch = _batch([samples[k] for k in positions], config, device=model_device(policy))
+            batch = batch_of([samples[k] for k in positions], config, device=model_device(policy))
             lp = token_logprobs(completion_logits(policy, batch), batch)
-            mine.update(zip(positions, _unpad(lp, batch), strict=True))
+            mine.update(zip(positions, unpad(lp, batch), strict=True))
+            del batch, lp
+            release()
     merged = {k: v for part in group.gather(mine) for k, v in part.items()}
     return [merged[k] for k in range(len(samples))]
 
@@ -151,6 +173,7 @@ class FeedbackObjective:
     def __init__(self, policy: PeftModel, samples: Sequence[Sample], config: TrainConfig,
                  group: Group | None = None):  # fmt: skip
         self.samples, self.config, self.group = list(samples), config, group or Group()
+        note_budget(config)
         self.lambdas = class_weights(self.samples, config.desirable_weight,
                                      config.undesirable_weight)  # fmt: skip
         # With a KL penalty the reference's full distributions are needed at every step (one
@@ -164,35 +187,23 @@ class FeedbackObjective:
 
     def backward(self, policy: PeftModel, picked: Sequence[int], scale: float = 1.0,
                  result: TrainResult | None = None) -> float:  # fmt: skip
-        config, chunk = self.config, [self.samples[i] for i in picked]
+        chunk = [self.samples[i] for i in picked]
         loss, kls, z0s, tokens, passes = 0.0, list[float](), list[float](), 0, 0
         rewards, desirable, importance = list[float](), list[bool](), list[float]()
-        for positions in self.group.deal(micro_batches(chunk, config, pieces=self.group.world)):
-            part = [chunk[k] for k in positions]
-            batch = _batch(part, config, self.lambdas, device=model_device(policy))
-            logits = completion_logits(policy, batch)
-            policy_lp = token_logprobs(logits, batch)
-            if self.reference is not None:
-                ref = align_rows([self.reference[picked[k]] for k in positions], batch)
-                kl = torch.zeros((), device=logits.device)
-            else:
-                with torch.no_grad(), policy.disable_adapter():
-                    ref_logits = completion_logits(policy, batch)
-                ref = token_logprobs(ref_logits, batch)
-                kl = masked_mean(per_token_kl(logits, ref_logits), batch.completion_mask)
-            parts = kto_loss(policy_lp, ref, batch, beta=config.beta, is_cap=config.is_cap)
+        for positions in self.group.deal(micro_batches(chunk, self.config,
+                                                       pieces=self.group.world)):  # fmt: skip
             # Micro-batches (and ranks) combine in proportion to samples of the whole batch.
-            share = len(part) / len(chunk)
-            part_loss = (parts.loss + config.kl_coef * kl) * share * scale
-            part_loss.backward()
-            loss += float(part_loss.detach())
-            rewards += parts.rewards.tolist()
-            desirable += batch.desirable.tolist()
-            importance += parts.importance.tolist()
-            z0s.append(parts.z0)
-            if self.reference is None:  # the KL penalty's own figure
-                kls.append(float(kl.detach()))
-            tokens, passes = tokens + batch.tokens, passes + 1
+            share = len(positions) / len(chunk)
+            out = self._pass(policy, [chunk[k] for k in positions], [picked[k] for k in positions],
+                             share, scale)  # fmt: skip
+            release()  # the pass's tensors went with its frame: their memory goes back
+            loss, tokens, passes = loss + out["loss"], tokens + out["tokens"], passes + 1
+            rewards += out["rewards"]
+            desirable += out["desirable"]
+            importance += out["importance"]
+            z0s.append(out["z0"])
+            if out["kl"] is not None:  # with a KL penalty: its own figure
+                kls.append(out["kl"])
         if self.group.world > 1:  # every rank's figures, in rank order
             ranks = self.group.gather(
                 (loss, tokens, passes, kls, z0s, rewards, desirable, importance)
@@ -204,9 +215,33 @@ class FeedbackObjective:
         if result is not None:
             result.tokens += tokens
             result.micro_batches += passes
-        self.last = feedback_figures(rewards, desirable, importance, z0s, config.is_cap)
+        self.last = feedback_figures(rewards, desirable, importance, z0s, self.config.is_cap)
         self.last["kl"] = sum(kls) / len(kls) if kls else None  # with a KL penalty only
         return loss
+
+    def _pass(self, policy: PeftModel, part: list[Sample], indices: list[int],
+              share: float, scale: float) -> dict[str, Any]:  # fmt: skip
+        """One forward/backward of `part` (the samples at `indices`), its loss scaled by
+        `share` x `scale`; returns its figures (plain numbers: no tensor outlives the pass)."""
+        config = self.config
+        batch = batch_of(part, config, self.lambdas, device=model_device(policy))
+        logits = completion_logits(policy, batch)
+        policy_lp = token_logprobs(logits, batch)
+        if self.reference is not None:
+            ref = align_rows([self.reference[i] for i in indices], batch)
+            kl = torch.zeros((), device=logits.device)
+        else:
+            with torch.no_grad(), policy.disable_adapter():
+                ref_logits = completion_logits(policy, batch)
+            ref = token_logprobs(ref_logits, batch)
+            kl = masked_mean(per_token_kl(logits, ref_logits), batch.completion_mask)
+        parts = kto_loss(policy_lp, ref, batch, beta=config.beta, is_cap=config.is_cap)
+        part_loss = (parts.loss + config.kl_coef * kl) * share * scale
+        part_loss.backward()
+        return {"loss": float(part_loss.detach()), "rewards": parts.rewards.tolist(),
+                "desirable": batch.desirable.tolist(), "importance": parts.importance.tolist(),
+                "z0": parts.z0, "kl": float(kl.detach()) if self.reference is None else None,
+                "tokens": batch.tokens}  # fmt: skip
 
 
 def train_policy(
@@ -224,35 +259,38 @@ def train_policy(
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     samples, group = list(samples), group or Group()
-    objective = FeedbackObjective(policy, samples, config, group)
     params = [p for p in policy.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     per_epoch = math.ceil(len(samples) / config.batch_size)
     total = config.max_steps or max(1, math.ceil(per_epoch * config.epochs))
     order: list[int] = []
     rng = random.Random(config.seed)
     result = TrainResult(0, len(samples), 0, 0.0, 0.0, **describe(policy), processes=group.world)
     curves = Curves()
-    policy.train()
-    for step in range(total):
-        if group.any(time.monotonic() - started > config.max_seconds):
-            result.stopped_early = True
-            break
-        picked, order = draw(order, len(samples), config.batch_size, rng)
-        optimizer.zero_grad(set_to_none=True)
-        step_started, tokens_before = time.monotonic(), result.tokens
-        loss = objective.backward(policy, picked, result=result)
-        group.sum_grads(params)  # every rank: the whole batch's gradient
-        torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-        optimizer.step()
-        result.losses.append(loss)
-        result.steps = step + 1
-        took = time.monotonic() - step_started
-        step_tokens_per_s = (result.tokens - tokens_before) / took if took > 0 else None
-        curves.add(loss=loss, **objective.last, tokens_per_s=step_tokens_per_s)
-        if progress is not None:
-            progress(step + 1, total, loss)
+    with PeakRss() as rss:  # the reference logprobs' pass included
+        objective = FeedbackObjective(policy, samples, config, group)
+        optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+        policy.train()
+        for step in range(total):
+            if group.any(time.monotonic() - started > config.max_seconds):
+                result.stopped_early = True
+                break
+            picked, order = draw(order, len(samples), config.batch_size, rng)
+            optimizer.zero_grad(set_to_none=True)
+            step_started, tokens_before = time.monotonic(), result.tokens
+            loss = objective.backward(policy, picked, result=result)
+            group.sum_grads(params)  # every rank: the whole batch's gradient
+            torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+            optimizer.step()
+            result.losses.append(loss)
+            result.steps = step + 1
+            took = time.monotonic() - step_started
+            step_tokens_per_s = (result.tokens - tokens_before) / took if took > 0 else None
+            curves.add(loss=loss, **objective.last, tokens_per_s=step_tokens_per_s,
+                       rss_gb=rss.take())  # fmt: skip
+            if progress is not None:
+                progress(step + 1, total, loss)
     policy.eval()
+    result.peak_rss_gb, result.process_peak_rss_gb = rss.peak_gb, rss.process_peak_gb
     result.curves = curves.values
     result.seconds = time.monotonic() - started
     result.tokens_per_s = result.tokens / result.seconds if result.seconds > 0 else 0.0
@@ -286,61 +324,10 @@ def draw(
     return order[:batch_size], order[batch_size:]
 
 
-def micro_batches(
-    chunk: Sequence[Sample], config: TrainConfig, *, pieces: int = 1
-) -> list[list[int]]:
-    """Positions of `chunk` cut, in order, into runs whose padded size (samples x longest
-    row) stays within `config.micro_batch_tokens` (one sample at least): activation memory
-    grows with the padded tokens of a forward (~2 MB a token on SmolLM2-135M in float32: 8
-    prompts of 1,000 tokens in one pass held 18 GB), so gradients accumulate over runs.
-    At least `pieces` runs when there are that many samples (the largest halved until then):
-    with N data-parallel processes every rank gets a share of each batch."""
-    out: list[list[int]] = []
-    longest = 0
-    for position, sample in enumerate(chunk):
-        completion = min(len(sample.completion_ids), config.max_completion_length)
-        length = min(len(sample.prompt_ids) + completion, max(config.max_length, completion + 1))
-        if out and (len(out[-1]) + 1) * max(longest, length) <= config.micro_batch_tokens:
-            out[-1].append(position)
-            longest = max(longest, length)
-        else:
-            out.append([position])
-            longest = length
-    while len(out) < min(pieces, len(chunk)):
-        largest = max(range(len(out)), key=lambda i: len(out[i]))
-        run = out[largest]
-        out[largest : largest + 1] = [run[: len(run) // 2], run[len(run) // 2 :]]
-    return out
-
-
-def _batch(
-    chunk: Sequence[Sample],
-    config: TrainConfig,
-    lambdas: tuple[float, float] = (1.0, 1.0),
-    *,
-    device: torch.device | None = None,
-) -> Batch:
-    return make_batch(
-        chunk,
-        max_length=config.max_length,
-        max_completion_length=config.max_completion_length,
-        lambdas=lambdas,
-        device=device,
-    )
-
-
-def _unpad(values: torch.Tensor, batch: Batch) -> list[list[float]]:
-    rows = []
-    for row, mask in zip(values, batch.completion_mask, strict=True):
-        rows.append(row[mask.bool()].tolist())
-    return rows
-
-
-def align_rows(rows: Sequence[Sequence[float]], batch: Batch) -> torch.Tensor:
-    """Per-sample lists back into the batch's right-aligned [B, T] layout."""
-    out = torch.zeros_like(batch.completion_mask)
-    span = out.shape[1]
-    for i, row in enumerate(rows):
-        if row:
-            out[i, span - len(row) :] = torch.tensor(row, dtype=out.dtype)
+def batches(n: int, batch_size: int, steps: int, rng: random.Random) -> list[list[int]]:
+    """The first `steps` batches `draw` gives, drawn ahead (n samples)."""
+    out, order = [], list[int]()
+    for _ in range(steps):
+        picked, order = draw(order, n, batch_size, rng)
+        out.append(picked)
     return out
