@@ -7,9 +7,12 @@ made it (`reward_terms`, learner/synth/reward.py), whether a limit cut it off (`
 the learner masks those from the loss), its size (steps, tokens, summaries, wall seconds)
 and the diff it left. Its calls keep, in order (`seq` 1, 2, ...), the exact prompt and
 completion token ids with the behaviour logprobs and the adapter that served each, agent
-steps and summaries alike (`kind`). `session_id` links the production trajectory (the
-`sessions` row its events went to, when recorded there), `run_id` the learner run that made
-it (NULL for a plain `tasks eval`). Round-tripped in tests/learner/synth/test_rollout.py.
+steps and summaries alike (`kind`), and whether each was decoded under the action grammar
+(`constrained`: its logprobs are then the masked distribution's). `session_id` links the
+production trajectory (the `sessions` row its events went to, when recorded there), `run_id`
+the learner run that made it (NULL for a plain `tasks eval`). Read and written through
+feedback/queries/rollouts.py; round-tripped in tests/learner/synth/test_rollout.py and
+tests/feedback/test_rollout_queries.py.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any, Literal
 
-from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Float, ForeignKey, Index, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from feedback.models.base import Base, BigIntId, UTCDateTime, new_uuid, str_enum, utcnow
@@ -84,5 +87,8 @@ class RolloutCall(Base):
     logprobs: Mapped[list[float]] = mapped_column(JSON)
     adapter: Mapped[str | None] = mapped_column(String(128))
     finish_reason: Mapped[str | None] = mapped_column(String(32))
+    # Decoded under a JSON schema (the action grammar): its logprobs are the masked
+    # distribution's, which the trainer does not score (learner/grpo.py). Summaries: never.
+    constrained: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     rollout: Mapped[TaskRollout] = relationship(back_populates="calls")
