@@ -44,9 +44,12 @@ def get_run(db: Session, *, run_id: int) -> LearnerRun | None:
     return db.get(LearnerRun, run_id)
 
 
-def list_runs(db: Session, *, limit: int = 50) -> list[LearnerRun]:
-    """Newest first."""
-    return list(db.scalars(select(LearnerRun).order_by(LearnerRun.id.desc()).limit(limit)))
+def list_runs(db: Session, *, limit: int = 50, before: int | None = None) -> list[LearnerRun]:
+    """Newest first; with `before`, only the runs with a smaller id."""
+    query = select(LearnerRun)
+    if before is not None:
+        query = query.where(LearnerRun.id < before)
+    return list(db.scalars(query.order_by(LearnerRun.id.desc()).limit(limit)))
 
 
 def _locked_run(db: Session, run_id: int) -> LearnerRun:
