@@ -5,8 +5,9 @@
 Both are plain frozen dataclasses: the API, the language server and the learner's rollouts
 build an `AgentConfig` (agent_server/session/turns.py fits max_tokens to the model's window)
 and read a `RunResult` back; `RunResult.calls` holds every model call of the run in order,
-each a `RecordedCall` saying whether it was an agent step or a summary (the learner's
-rollouts store them). A bad value raises a ValueError that names the knob.
+each a `RecordedCall` saying whether it was an agent step or a summary and whether a schema
+constrained it (the learner's rollouts store them). A bad value raises a ValueError that
+names the knob.
 Run its tests: .venv/bin/python -m pytest tests/agent/test_loop_limits.py -q
 """
 
@@ -94,10 +95,13 @@ CallKind = Literal["agent", "summary"]
 
 @dataclass(frozen=True)
 class RecordedCall:
-    """One model call of a run: an agent step ("agent") or a summary ("summary")."""
+    """One model call of a run: an agent step ("agent") or a summary ("summary"), and
+    whether it was decoded under a JSON schema (`constrained`: both backends then report
+    the masked distribution's logprobs, agent_server/models/decoding.py)."""
 
     kind: CallKind
     completion: Completion
+    constrained: bool = False
 
 
 @dataclass(frozen=True)

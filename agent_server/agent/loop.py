@@ -155,7 +155,7 @@ class Agent:
         else:
             tools = tool_specs() if cfg.native_tools else None
             c = await self.backend.complete(msgs, tools=tools, schema=schema, sampling=cfg.sampling)
-        self._calls.append(RecordedCall("agent", c))
+        self._calls.append(RecordedCall("agent", c, constrained=schema is not None))
         return c
 
     async def _summarize(self) -> None:
