@@ -10,11 +10,14 @@ window, on the sandbox's `SandboxWorkspace` (sandbox.py), with the task's proble
 (precise or vague) as the message, a step limit and a wall-clock budget (the loop's
 `time_limit_s`, which also stops a hung command or model call; a backstop `wait_for` of
 budget + grace stops a backend that ignores cancellation, recorded as "time_limit").
-With a database (`db`), the trajectory's events go through production's `RecordingSink`
-into a `sessions` row (client "learner"), and the rollout is stored in `task_rollouts` with
-every model call in `rollout_calls` (prompt and completion token ids, behaviour logprobs,
-adapter, kind "agent" | "summary", in order); `load_calls` reads them back. Grading restores
-the tests and runs them (Sandbox.grade); reward.py turns it into the reward and its terms.
+With a database (`db`), the trajectory's events go through production's recorder into a
+`sessions` row (client "learner"), and the rollout is stored in `task_rollouts` with every
+model call in `rollout_calls` (prompt and completion token ids, behaviour logprobs, adapter,
+kind "agent" | "summary", whether decoded under the action schema, in order), through
+feedback/queries/rollouts.py, which reads them back too. The calls are recorded there alone:
+`RolloutSink` is production's `RecordingSink` less the `suggestions` rows (why: that module's
+docstring). Grading restores the tests and runs them (Sandbox.grade); reward.py turns it into
+the reward and its terms.
 Tested in tests/learner/synth/test_rollout.py.
 """
 
@@ -24,22 +27,21 @@ import asyncio
 import dataclasses
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from agent_server.agent.config import AgentConfig, RecordedCall
-from agent_server.agent.events import Event, InMemorySink
+from agent_server.agent.events import EditProposal, Event, InMemorySink
 from agent_server.agent.summarizer import SummarizerConfig
-from agent_server.models.base import ModelBackend
+from agent_server.models.base import Completion, Message, ModelBackend, Sampling
 from agent_server.session.recorder import RecordingSink
 from agent_server.session.store import Store
 from agent_server.session.turns import Turn
+from feedback import queries
 from feedback.db import transaction
-from feedback.models import RolloutCall, TaskRollout
 from learner.synth.records import STYLES, TaskRecord, starting_tree
 from learner.synth.reward import RewardConfig, RewardInputs, reward_terms
 from learner.synth.sandbox import Grade, Sandbox, SandboxConfig
@@ -130,7 +132,7 @@ async def run_rollout(
     try:
         sink, session_id = await _sink(db, task, str(box.root))
         text = task.statement(cfg.statement) or task.problem_statement
-        turn = Turn(backend, box.workspace, cfg.agent_config(), cast(RecordingSink, sink),
+        turn = Turn(backend, box.workspace, cfg.agent_config(), cast(RolloutSink, sink),
                     summarizer=cfg.summarizer)  # fmt: skip
         calls: tuple[RecordedCall, ...] = ()
         try:
@@ -171,10 +173,23 @@ async def run_rollout(
     return out
 
 
+class RolloutSink(RecordingSink):
+    """Production's recorder for a rollout's session: every event is stored (the trajectory
+    viewer reads them), but no `suggestions` row. A rollout's model calls, the edits' among
+    them, are recorded once, complete and in order, in `rollout_calls` (store_rollout); a
+    suggestion row waits for a person's outcome, which a rollout never gets."""
+
+    async def record_suggestion(
+        self, completion: Completion, proposal: EditProposal, *, prompt: list[Message],
+        sampling: Sampling,
+    ) -> None:  # fmt: skip
+        return None
+
+
 async def _sink(
     db: sessionmaker[Session] | None, task: TaskRecord, root: str
-) -> tuple[InMemorySink | RecordingSink, str | None]:
-    """Production's RecordingSink on a new learner session (with a db), else in memory."""
+) -> tuple[InMemorySink | RolloutSink, str | None]:
+    """A RolloutSink on a new learner session (with a db), else in memory."""
     if db is None:
         return InMemorySink(), None
     store = Store(db)
@@ -182,43 +197,26 @@ async def _sink(
         mode="autonomous", title=f"rollout {task.instance_id}", workspace=root,
         client="learner", owner="learner-rollout",
     )  # fmt: skip
-    return RecordingSink(store, row.id, []), row.id
+    return RolloutSink(store, row.id, []), row.id
+
+
+def stored_calls(calls: Sequence[RecordedCall]) -> list[queries.NewCall]:
+    """The agent's recorded calls as rollout_calls stores them."""
+    return [queries.NewCall(
+        call.kind, call.completion.prompt_token_ids, list(call.completion.token_ids),
+        list(call.completion.logprobs), call.completion.adapter, call.completion.finish_reason,
+        call.constrained,
+    ) for call in calls]  # fmt: skip
 
 
 def store_rollout(db: sessionmaker[Session], result: RolloutResult, run_id: int | None) -> str:
     """One task_rollouts row and its rollout_calls (seq 1, 2, ... in call order); its id."""
+    fields = {f: getattr(result, f) for f in STORED}
     with transaction(db) as s:
-        row = TaskRollout(
-            run_id=run_id, session_id=result.session_id, instance_id=result.instance_id,
-            kind=result.kind, difficulty=result.difficulty, statement=result.statement,
-            model=result.model, adapter=result.adapter, status=result.status,
-            message=result.message[:10_000], reward=result.reward, reward_terms=result.terms,
-            truncated=result.truncated, steps=result.steps, tokens=result.tokens,
-            summaries=result.summaries, wall_s=result.wall_s, diff=result.diff,
-        )  # fmt: skip
-        for seq, call in enumerate(result.calls, 1):
-            c = call.completion
-            row.calls.append(
-                RolloutCall(
-                    seq=seq,
-                    kind=call.kind,
-                    prompt_token_ids=c.prompt_token_ids,
-                    completion_token_ids=list(c.token_ids),
-                    logprobs=list(c.logprobs),
-                    adapter=c.adapter,
-                    finish_reason=c.finish_reason,
-                )  # fmt: skip
-            )
-        s.add(row)
-        s.flush()
-        return row.id
+        return queries.store_rollout(s, **fields, reward_terms=result.terms, run_id=run_id,
+                                     calls=stored_calls(result.calls))  # fmt: skip
 
 
-def load_calls(db: sessionmaker[Session], rollout_id: str) -> list[dict[str, Any]]:
-    """The stored calls of a rollout, in trajectory order, as plain dicts."""
-    with transaction(db) as s:
-        query = select(RolloutCall).where(RolloutCall.rollout_id == rollout_id)
-        rows = s.scalars(query.order_by(RolloutCall.seq)).all()
-        names = ("seq", "kind", "prompt_token_ids", "completion_token_ids", "logprobs",
-                 "adapter", "finish_reason")  # fmt: skip
-        return [{n: getattr(r, n) for n in names} for r in rows]
+STORED = ("session_id", "instance_id", "kind", "difficulty", "statement", "model", "adapter",
+          "status", "message", "reward", "truncated", "steps", "tokens", "summaries", "wall_s",
+          "diff")  # fmt: skip  # the RolloutResult fields task_rollouts keeps as they are

@@ -1,7 +1,8 @@
 """Rollouts of the product's agent on a task (learner/synth/rollout.py), driven by the
 ScriptedModel: the reference fix earns 1, nothing earns 0, malformed actions score below
-both, editing a test gains nothing; every call (summaries included) is stored with its ids
-and logprobs and read back in order; a hung command, a hung test and a runaway model are
+both, editing a test gains nothing; every call (summaries included) is stored once, in
+rollout_calls (no suggestions row), with its ids, logprobs and whether the action schema
+constrained it, and read back in order; a hung command, a hung test and a runaway model are
 stopped and recorded.
 
 Run: .venv/bin/python -m pytest tests/learner/synth/test_rollout.py -q
@@ -19,10 +20,11 @@ from agent_server.agent.config import AgentConfig
 from agent_server.agent.scripted import ScriptedModel
 from agent_server.agent.summarizer import SummarizerConfig
 from feedback.db import transaction
-from feedback.models import SessionEvent, TaskRollout
+from feedback.models import SessionEvent, Suggestion, TaskRollout
+from feedback.queries import get_rollout
 from learner.grpo import Rollout, load_rollouts
 from learner.synth.records import TaskRecord
-from learner.synth.rollout import RolloutConfig, load_calls, run_rollout
+from learner.synth.rollout import RolloutConfig, run_rollout
 from learner.synth.sandbox import SandboxConfig
 
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n" \
@@ -91,16 +93,21 @@ async def test_calls_summaries_included_are_stored_in_order(
                                adapter="policy-v7")  # fmt: skip
     assert result.status == "finished" and result.reward == 1.0, result.message
     assert result.summaries >= 1 and result.rollout_id and result.session_id
-    stored = load_calls(db, result.rollout_id)
-    assert [c["seq"] for c in stored] == list(range(1, len(result.calls) + 1))
-    assert [c["kind"] for c in stored] == [c.kind for c in result.calls]
-    assert [c["kind"] for c in stored] == [c.kind for c in model.calls]  # the model's order
-    assert "summary" in [c["kind"] for c in stored]
+    with transaction(db) as s:
+        read = get_rollout(s, rollout_id=result.rollout_id)
+    assert read is not None and read.session_id == result.session_id
+    stored = read.calls
+    assert [c.seq for c in stored] == list(range(1, len(result.calls) + 1))
+    assert [c.kind for c in stored] == [c.kind for c in result.calls]
+    assert [c.kind for c in stored] == [c.kind for c in model.calls]  # the model's order
+    assert "summary" in [c.kind for c in stored]
     for row, call in zip(stored, result.calls, strict=True):
         c = call.completion
-        assert row["prompt_token_ids"] == c.prompt_token_ids and row["prompt_token_ids"]
-        assert row["completion_token_ids"] == c.token_ids and row["logprobs"] == c.logprobs
-        assert row["adapter"] == "policy-v7" and row["finish_reason"] == "stop"
+        assert row.prompt_token_ids == c.prompt_token_ids and row.prompt_token_ids
+        assert row.completion_token_ids == c.token_ids and row.logprobs == c.logprobs
+        assert row.adapter == "policy-v7" and row.finish_reason == "stop"
+        # structured actions: every agent step was decoded under the schema, no summary was
+        assert row.constrained == (row.kind == "agent") == call.constrained
     with transaction(db) as s:
         row = s.get(TaskRollout, result.rollout_id)
         assert row is not None and row.reward == 1.0 and row.summaries == result.summaries
@@ -108,8 +115,26 @@ async def test_calls_summaries_included_are_stored_in_order(
         kinds = s.scalars(select(SessionEvent.kind).where(
             SessionEvent.session_id == result.session_id)).all()  # fmt: skip
         assert "summary" in kinds  # the trajectory went through production's recorder
+        assert "edit" in kinds  # an edit was proposed and applied (its events)...
+        # ...and its call is recorded once, in rollout_calls: no suggestions row besides
+        assert s.scalars(select(Suggestion.id).where(
+            Suggestion.session_id == result.session_id)).all() == []  # fmt: skip
     # what the update reads back is what the agent did, call for call
     assert load_rollouts(db, ids=[result.rollout_id]) == [Rollout.of(result)]
+
+
+async def test_unstructured_actions_store_no_constrained_call(
+    db: sessionmaker[Session],
+) -> None:
+    agent = AgentConfig(structured_actions=False)
+    config = RolloutConfig(step_limit=8, wall_s=60, max_tokens=256, sandbox=SANDBOX, agent=agent)
+    result = await rollout([FIX, FINISH], config, db=db)
+    assert result.status == "finished" and result.reward == 1.0, result.message
+    assert [c.constrained for c in result.calls] == [False, False]
+    with transaction(db) as s:
+        read = get_rollout(s, rollout_id=result.rollout_id or "")
+    assert read is not None and [(c.kind, c.constrained) for c in read.calls] == [
+        ("agent", False), ("agent", False)]  # fmt: skip
 
 
 async def test_hung_command_and_hung_test_are_stopped_and_recorded() -> None:
