@@ -22,20 +22,13 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
 
 from feedback.db import transaction
-from feedback.models import LearnerRun, TaskRollout
+from feedback.models import LearnerRun
+from feedback.queries import list_runs, rollout_models, solved_per_task
 from learner.config import LearnerConfig, TasksConfig
 from learner.runs import Context, run_config
-from learner.taskcycle import (
-    read_plan,
-    roll_out,
-    rollout_metrics,
-    rollouts_of,
-    serving,
-    visible_candidate,
-)
+from learner.taskcycle import read_plan, roll_out, rollout_metrics, serving, visible_candidate
 
 # What a rollout's outcome depends on besides the adapter: runs that differ in any of these
 # measure something else. (`concurrency` and `samples` do not change one rollout.)
@@ -59,9 +52,7 @@ def comparable_runs(ctx: Context, run_id: int, evaluated: list[str],
     tasks under the same rollout settings: their rollouts of one adapter measure one rate."""
     wanted, found = _settings(tasks), [run_id]
     with transaction(ctx.db) as s:
-        earlier = s.scalars(select(LearnerRun).where(LearnerRun.id < run_id)
-                            .order_by(LearnerRun.id.desc()).limit(POOL_RUNS)).all()  # fmt: skip
-        for run in earlier:
+        for run in list_runs(s, limit=POOL_RUNS, before=run_id):
             if _evaluated(run) != evaluated:
                 continue
             try:
@@ -75,21 +66,14 @@ def comparable_runs(ctx: Context, run_id: int, evaluated: list[str],
 def _one_model(ctx: Context, runs: list[int], evaluated: list[str], adapter: str | None) -> bool:
     """Whether the rollouts that would be pooled (this run's among them) all ran on one model."""
     with transaction(ctx.db) as s:
-        query = select(TaskRollout.model).where(*rollouts_of(runs, evaluated, adapter)).distinct()
-        return len(s.scalars(query).all()) == 1
+        return len(rollout_models(s, run_ids=runs, instance_ids=evaluated, adapter=adapter)) == 1
 
 
 def per_task(ctx: Context, runs: list[int], instance_ids: list[str],
              adapter: str | None) -> dict[str, list[int]]:  # fmt: skip
     """Per task, [solved, rollouts] of `adapter` (None: the base model) in these runs."""
-    out = {i: [0, 0] for i in instance_ids}
     with transaction(ctx.db) as s:
-        rows = s.execute(select(TaskRollout.instance_id, TaskRollout.reward_terms)
-                         .where(*rollouts_of(runs, instance_ids, adapter))).all()  # fmt: skip
-    for instance_id, terms in rows:
-        out[instance_id][0] += bool((terms or {}).get("solved"))
-        out[instance_id][1] += 1
-    return out
+        return solved_per_task(s, run_ids=runs, instance_ids=instance_ids, adapter=adapter)
 
 
 def evaluate_heldout(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:

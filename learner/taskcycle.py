@@ -36,12 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from feedback.db import transaction
-from feedback.models import TaskRollout
-from feedback.queries import adapter_name
+from feedback.queries import adapter_name, delete_rollouts, rollouts_of
 from learner.config import LearnerConfig, TasksConfig
 from learner.runs import Context, RunSkipped, StepFailed, save_candidate
 from learner.synth.gitrepo import patch_files
@@ -163,28 +161,11 @@ def read_plan(run_dir: Path) -> tuple[dict[str, TaskRecord], dict[str, Any]]:
     return records, json.loads((run_dir / "split.json").read_text())
 
 
-def rollouts_of(run_id: int | Sequence[int], instance_ids: Sequence[str],
-                adapter: str | None) -> tuple[Any, ...]:  # fmt: skip
-    """The conditions of run `run_id`'s (or these runs') rollouts of these tasks by `adapter`
-    (None: the base model)."""
-    runs = [run_id] if isinstance(run_id, int) else list(run_id)
-    return (
-        TaskRollout.run_id.in_(runs),
-        TaskRollout.instance_id.in_(list(instance_ids)),
-        TaskRollout.adapter.is_(None) if adapter is None else TaskRollout.adapter == adapter,
-    )
-
-
 def forget_rollouts(db: sessionmaker[Session], run_id: int, instance_ids: Sequence[str],
                     adapter: str | None) -> int:  # fmt: skip
     """Delete what an interrupted attempt of a step stored (a redelivered message)."""
     with transaction(db) as s:
-        rows = s.scalars(
-            select(TaskRollout).where(*rollouts_of(run_id, instance_ids, adapter))
-        ).all()
-        for row in rows:
-            s.delete(row)
-        return len(rows)
+        return delete_rollouts(s, run_ids=[run_id], instance_ids=instance_ids, adapter=adapter)
 
 
 def roll_out(
@@ -250,45 +231,42 @@ def rollout_metrics(
     spread, the mean of each numeric reward term, truncations, statuses, steps, summary sizes,
     and how varied the policy is: `distinct_replies`, per task its distinct first replies over
     its rollouts (1.0: all differ; 1/K: K copies of one), averaged over tasks."""
+    runs = [run_id] if isinstance(run_id, int) else list(run_id)
     with transaction(db) as s:
-        rows = s.scalars(
-            select(TaskRollout)
-            .options(selectinload(TaskRollout.calls))
-            .where(*rollouts_of(run_id, instance_ids, adapter))
-        ).all()  # fmt: skip
-        rewards = [r.reward for r in rows]
-        terms: dict[str, list[float]] = {}
-        for r in rows:
-            for key, value in (r.reward_terms or {}).items():
-                number = isinstance(value, int | float) and not isinstance(value, bool)
-                if number or key == "solved":
-                    terms.setdefault(key, []).append(float(value))
-        summary_tokens = [len(c.completion_token_ids) for r in rows for c in r.calls
-                          if c.kind == "summary"]  # fmt: skip
-        solved = sum(bool((r.reward_terms or {}).get("solved")) for r in rows)
-        firsts: dict[str, list[tuple[int, ...]]] = {}
-        for r in rows:
-            first = next((c for c in r.calls if c.kind == "agent"), None)
-            firsts.setdefault(r.instance_id, []).append(
-                tuple(first.completion_token_ids) if first else ()
-            )
-        distinct = [len(set(f)) / len(f) for f in firsts.values()]
-        return {
-            "adapter": adapter,
-            "rollouts": len(rows),
-            "solved": solved,
-            "solve_rate": round(solved / len(rows), 4) if rows else 0.0,
-            "reward_mean": round(statistics.fmean(rewards), 4) if rows else 0.0,
-            "reward_std": round(statistics.pstdev(rewards), 4) if rows else 0.0,
-            "terms": {k: round(statistics.fmean(v), 4) for k, v in sorted(terms.items())},
-            "truncated": sum(r.truncated for r in rows),
-            "statuses": dict(Counter(r.status for r in rows)),
-            "mean_steps": round(statistics.fmean(r.steps for r in rows), 2) if rows else 0.0,
-            "summaries": len(summary_tokens),
-            "mean_summary_tokens": round(statistics.fmean(summary_tokens), 1)
-            if summary_tokens else 0.0,
-            "distinct_replies": round(statistics.fmean(distinct), 4) if distinct else 0.0,
-        }  # fmt: skip
+        rows = rollouts_of(s, run_ids=runs, instance_ids=instance_ids, adapter=adapter)
+    rewards = [r.reward for r in rows]
+    terms: dict[str, list[float]] = {}
+    for r in rows:
+        for key, value in (r.reward_terms or {}).items():
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if number or key == "solved":
+                terms.setdefault(key, []).append(float(value))
+    summary_tokens = [len(c.completion_token_ids) for r in rows for c in r.calls
+                      if c.kind == "summary"]  # fmt: skip
+    solved = sum(bool((r.reward_terms or {}).get("solved")) for r in rows)
+    firsts: dict[str, list[tuple[int, ...]]] = {}
+    for r in rows:
+        first = next((c for c in r.calls if c.kind == "agent"), None)
+        firsts.setdefault(r.instance_id, []).append(
+            tuple(first.completion_token_ids) if first else ()
+        )
+    distinct = [len(set(f)) / len(f) for f in firsts.values()]
+    return {
+        "adapter": adapter,
+        "rollouts": len(rows),
+        "solved": solved,
+        "solve_rate": round(solved / len(rows), 4) if rows else 0.0,
+        "reward_mean": round(statistics.fmean(rewards), 4) if rows else 0.0,
+        "reward_std": round(statistics.pstdev(rewards), 4) if rows else 0.0,
+        "terms": {k: round(statistics.fmean(v), 4) for k, v in sorted(terms.items())},
+        "truncated": sum(r.truncated for r in rows),
+        "statuses": dict(Counter(r.status for r in rows)),
+        "mean_steps": round(statistics.fmean(r.steps for r in rows), 2) if rows else 0.0,
+        "summaries": len(summary_tokens),
+        "mean_summary_tokens": round(statistics.fmean(summary_tokens), 1)
+        if summary_tokens else 0.0,
+        "distinct_replies": round(statistics.fmean(distinct), 4) if distinct else 0.0,
+    }  # fmt: skip
 
 
 def serving(ctx: Context) -> tuple[int | None, tuple[str, Path] | None]:

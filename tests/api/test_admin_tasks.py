@@ -69,6 +69,7 @@ async def test_a_trajectory_reads_back_with_its_calls_and_events(server) -> None
     assert listed["reward_terms"]["solved"] in (True, 1)
     detail = get(server, f"/v1/admin/rollouts/{result.rollout_id}").json()
     assert [c["kind"] for c in detail["calls"]] == ["agent", "agent", "agent"]
+    assert all(c["constrained"] for c in detail["calls"])  # structured actions: the schema
     assert "return a + b" in detail["diff"]
     kinds = [e["kind"] for e in detail["events"]]
     assert "tool_call" in kinds and "tool_result" in kinds

@@ -8,7 +8,7 @@
                                                results, summaries) in order
 
 Same auth as admin.py. The solve rates come from the `evaluate` step's metrics of the newest
-`limit` runs; rollouts from `task_rollouts` and `session_events`. Tests:
+`limit` runs; rollouts from `task_rollouts` and `session_events` (feedback/queries). Tests:
 tests/api/test_admin_tasks.py.
 """
 
@@ -19,11 +19,9 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
 
 from agent_server.api.deps import DbDep, DbInt, DbText, require_admin
-from feedback.models import SessionEvent, TaskRollout
-from feedback.queries import list_runs
+from feedback.queries import get_rollout, list_events, list_rollouts, list_runs
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
 
@@ -72,6 +70,7 @@ class CallOut(BaseModel):
     completion_tokens: int
     adapter: str | None
     finish_reason: str | None
+    constrained: bool = Field(description="Decoded under the action JSON schema.")
 
 
 class EventOut(BaseModel):
@@ -117,26 +116,20 @@ def solve_rates(db: DbDep, limit: int = Query(default=200, ge=1, le=1000)) -> li
 
 @router.get("/runs/{run_id}/rollouts")
 def run_rollouts(run_id: DbInt, db: DbDep) -> list[RolloutOut]:
-    rows = db.scalars(
-        select(TaskRollout).where(TaskRollout.run_id == run_id).order_by(TaskRollout.created_at)
-    )
-    return [RolloutOut.model_validate(r) for r in rows]
+    return [RolloutOut.model_validate(r) for r in list_rollouts(db, run_id=run_id)]
 
 
 @router.get("/rollouts/{rollout_id}")
 def rollout(rollout_id: DbText, db: DbDep) -> RolloutDetail:
-    row = db.get(TaskRollout, rollout_id)
+    row = get_rollout(db, rollout_id=rollout_id)
     if row is None:
         raise HTTPException(404, detail=f"no rollout {rollout_id!r}")
     events: list[EventOut] = []
     if row.session_id is not None:
-        found = db.scalars(
-            select(SessionEvent).where(SessionEvent.session_id == row.session_id)
-            .order_by(SessionEvent.seq).limit(MAX_EVENTS)
-        )  # fmt: skip
+        found = list_events(db, session_id=row.session_id, limit=MAX_EVENTS)
         events = [EventOut.model_validate(e) for e in found]
     calls = [CallOut(seq=c.seq, kind=c.kind, completion_tokens=len(c.completion_token_ids),
-                     adapter=c.adapter, finish_reason=c.finish_reason)
-             for c in sorted(row.calls, key=lambda c: c.seq)]  # fmt: skip
+                     adapter=c.adapter, finish_reason=c.finish_reason,
+                     constrained=c.constrained) for c in row.calls]  # fmt: skip
     fields = RolloutOut.model_validate(row).model_dump()
     return RolloutDetail(**fields, diff=row.diff, calls=calls, events=events)
