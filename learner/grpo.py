@@ -1,8 +1,6 @@
 """Task RL: group-relative policy gradients on the agent's own rollouts, summaries included.
 
-    rollouts = load_rollouts(db, run_id=run_id)          # or Rollout.of(result) in memory
-    groups = group_rollouts(rollouts)                    # K rollouts of one task per group
-    samples, stats = trajectory_samples(groups)          # one sample per model call
+    samples, stats = trajectory_samples(groups)          # learner/trajectories.py
     result = train_trajectories(policy, samples, config) # the LoRA update; result.gap
 
 The algorithm (Dr.GRPO, Liu et al. 2025; DeepSWE, Agentica 2025), per group of K rollouts of
@@ -34,9 +32,11 @@ which is where training starts); the clip's upper bound is higher than its lower
 DeepSWE -- the gate's held-out solve rate and max_kl hold the policy instead. The gap
 between lp_old and lp_behaviour (`Gap`: mean, max, share of tokens whose weight hit the
 cap) is the first thing to read when an update goes wrong: a large gap means the trainer
-and the inference engine disagree about what was sampled (precision, template, adapter) --
-or, for grammar-constrained actions on vLLM, that the engine logged the masked
-distribution's logprobs (measured: docs/tasks.md), so forced tokens weigh almost nothing.
+and the inference engine disagree about what was sampled (precision, template, adapter).
+Calls decoded under the action grammar are left out of both the weight (w = 1) and the gap:
+their logged logprobs are the masked distribution's, so lp_old - lp_behaviour measures the
+mask, not a drift (`off_policy_weight`; before, forced tokens weighed almost nothing:
+docs/tasks.md).
 
 No forward pass holds more than `train.micro_batch_tokens` padded tokens (learner/batching.py: a
 long agent prompt is cut from the left, whatever `tasks.max_length`). It trains in one process,
@@ -52,177 +52,23 @@ import logging
 import math
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 from peft import PeftModel
-from sqlalchemy import select
-from sqlalchemy.orm import Session, selectinload, sessionmaker
 
-from feedback.db import transaction
-from feedback.models import TaskRollout
-from learner.batching import align_rows, batch_of, compact, micro_batches, note_budget
+from learner.batching import align_rows, batch_of, micro_batches, note_budget
 from learner.config import TaskTrainConfig, TrainConfig
 from learner.device import model_device
 from learner.figures import Curves, Gap, logprob_gap
 from learner.kto import completion_logits, token_logprobs
 from learner.memory import PeakRss, release
 from learner.train import batches, completion_token_logprobs
+from learner.trajectories import CallSample
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Call:
-    """One model call of a rollout, as stored in rollout_calls."""
-
-    seq: int
-    kind: str  # "agent" | "summary"
-    prompt_ids: list[int]
-    completion_ids: list[int]
-    logprobs: list[float]  # behaviour logprobs, one per completion id
-
-
-@dataclass(frozen=True)
-class Rollout:
-    """What the update needs of a task_rollouts row."""
-
-    rollout_id: str
-    instance_id: str
-    reward: float
-    truncated: bool
-    calls: tuple[Call, ...]
-
-    @classmethod
-    def of(cls, result: Any, rollout_id: str | None = None) -> Rollout:
-        """From a learner.synth.rollout.RolloutResult (its recorded model calls, in order)."""
-        calls = []
-        for seq, recorded in enumerate(result.calls, start=1):
-            c = recorded.completion
-            ids, logprobs = list(c.prompt_token_ids or []), list(c.logprobs)
-            calls.append(Call(seq, recorded.kind, ids, list(c.token_ids), logprobs))
-        return cls(rollout_id or result.rollout_id or f"{result.instance_id}#{id(result)}",
-                   result.instance_id, result.reward, result.truncated, tuple(calls))  # fmt: skip
-
-
-def load_rollouts(
-    db: sessionmaker[Session], *, run_id: int | None = None, ids: Sequence[str] | None = None
-) -> list[Rollout]:
-    """Stored rollouts (task_rollouts and their rollout_calls), of one run or by id, oldest
-    first, as the update reads them. A call stored without its prompt ids cannot be replayed
-    and makes its whole rollout unusable: such rollouts are left out."""
-    with transaction(db) as s:
-        query = select(TaskRollout).options(selectinload(TaskRollout.calls))
-        if run_id is not None:
-            query = query.where(TaskRollout.run_id == run_id)
-        if ids is not None:
-            query = query.where(TaskRollout.id.in_(list(ids)))
-        rows = s.scalars(query.order_by(TaskRollout.created_at, TaskRollout.id)).all()
-        rollouts, unusable = [], []
-        for row in rows:
-            if any(c.prompt_token_ids is None for c in row.calls):
-                unusable.append(row.id)
-                continue
-            calls = tuple(Call(c.seq, c.kind, list(c.prompt_token_ids),
-                               list(c.completion_token_ids), list(c.logprobs))
-                          for c in row.calls)  # fmt: skip
-            rollouts.append(Rollout(row.id, row.instance_id, row.reward, row.truncated, calls))
-    if unusable:
-        log.warning("%d stored rollouts left out: a call without its prompt ids (%s)",
-                    len(unusable), ", ".join(unusable[:5]))  # fmt: skip
-    return rollouts
-
-
-@dataclass(frozen=True)
-class CallSample:
-    """One model call to train on, with its trajectory's advantage. `desirable` and `weight`
-    are what learner.kto.make_batch lays out: here the weight is the (signed) advantage.
-    Token ids as trajectory_samples makes them are 4-byte arrays (learner/batching.py)."""
-
-    rollout_id: str
-    seq: int
-    kind: str
-    prompt_ids: Sequence[int]
-    completion_ids: Sequence[int]
-    behaviour_logprobs: list[float]
-    advantage: float
-
-    @property
-    def desirable(self) -> bool:
-        return self.advantage > 0
-
-    @property
-    def weight(self) -> float:
-        return self.advantage
-
-
-@dataclass
-class GroupStats:
-    groups: int = 0
-    dropped_equal: int = 0  # groups whose rewards were all equal
-    dropped_negative: int = 0  # rollouts below their group's baseline, with positive_only
-    rollouts: int = 0
-    truncated_masked: int = 0
-    samples: int = 0
-    summary_samples: int = 0
-    reward_mean: float = 0.0
-    reward_std: float = 0.0
-
-
-def leave_one_out(rewards: Sequence[float]) -> list[float]:
-    """A_i = r_i - mean of the other rewards of the group (0 for a group of one)."""
-    n, total = len(rewards), sum(rewards)
-    if n < 2:
-        return [0.0] * n
-    return [r - (total - r) / (n - 1) for r in rewards]
-
-
-def group_rollouts(rollouts: Iterable[Rollout]) -> list[list[Rollout]]:
-    """Rollouts grouped by task, in first-seen order."""
-    groups: dict[str, list[Rollout]] = {}
-    for rollout in rollouts:
-        groups.setdefault(rollout.instance_id, []).append(rollout)
-    return list(groups.values())
-
-
-def trajectory_samples(
-    groups: Sequence[Sequence[Rollout]], *, positive_only: bool = False
-) -> tuple[list[CallSample], GroupStats]:
-    """One sample per model call of every kept rollout, with its leave-one-out advantage;
-    with `positive_only`, of the rollouts whose advantage is above 0 alone (the negative
-    ones still set their group's baseline)."""
-    samples: list[CallSample] = []
-    stats = GroupStats(groups=len(groups))
-    rewards = [r.reward for group in groups for r in group]
-    stats.rollouts = len(rewards)
-    if rewards:
-        mean = sum(rewards) / len(rewards)
-        stats.reward_mean = mean
-        stats.reward_std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / len(rewards))
-    for group in groups:
-        if len({r.reward for r in group}) <= 1:
-            stats.dropped_equal += 1
-            continue
-        for rollout, advantage in zip(group, leave_one_out([r.reward for r in group]), strict=True):
-            if rollout.truncated:
-                stats.truncated_masked += 1
-                continue
-            if advantage == 0:
-                continue
-            if positive_only and advantage < 0:
-                stats.dropped_negative += 1
-                continue
-            for call in rollout.calls:
-                if not call.completion_ids or len(call.logprobs) != len(call.completion_ids):
-                    continue  # nothing sampled, or no behaviour logprobs to weigh it by
-                samples.append(CallSample(rollout.rollout_id, call.seq, call.kind,
-                                          compact(call.prompt_ids), compact(call.completion_ids),
-                                          call.logprobs, advantage))  # fmt: skip
-    stats.samples = len(samples)
-    stats.summary_samples = sum(s.kind == "summary" for s in samples)
-    return samples, stats
 
 
 @dataclass
@@ -232,7 +78,8 @@ class TaskTrainResult:
     tokens: int
     seconds: float
     losses: list[float] = field(default_factory=list)
-    gap: Gap = field(default_factory=Gap)
+    gap: Gap = field(default_factory=Gap)  # calls decoded without the grammar
+    gap_constrained: Gap = field(default_factory=Gap)  # under it: the mask, weight 1
     clip_share: float = 0.0  # tokens whose ratio was clipped, last step
     stopped_early: bool = False
     peak_rss_gb: float = 0.0  # highest resident set sampled during the update (GB)
@@ -254,11 +101,13 @@ def pg_loss(
     *,
     config: TaskTrainConfig,
     constant: float,
+    constrained: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, float]:
     """The per-token loss of the module docstring summed over `mask`, over `constant`;
-    returns (loss, share of masked tokens whose ratio was clipped)."""
+    returns (loss, share of masked tokens whose ratio was clipped). Rows `constrained` [B]
+    (decoded under the action grammar) take weight 1: see `off_policy_weight`."""
     ratio = (policy - old).exp()
-    weight = (old - behaviour).exp().clamp(max=config.is_cap).detach()
+    weight = off_policy_weight(old, behaviour, config.is_cap, constrained)
     adv = advantage.unsqueeze(-1)
     clipped = ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
     per_token = -weight * torch.minimum(ratio * adv, clipped * adv)
@@ -266,6 +115,23 @@ def pg_loss(
     was_clipped = ((ratio - clipped).abs() > 1e-6).float()
     share = float((was_clipped * mask).sum() / mask.sum().clamp(min=1))
     return loss, share
+
+
+def off_policy_weight(old: torch.Tensor, behaviour: torch.Tensor, cap: float,
+                      constrained: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+    """w = min(cap, exp(lp_old - lp_behaviour)) per token, detached; 1 on the rows of calls
+    decoded under the action grammar. Both backends log those calls' logprobs under the
+    grammar's mask (renormalised over the allowed tokens), and the trainer scores without
+    it, so lp_old - lp_behaviour there is log(the mass the grammar allowed), not a drift
+    between trainer and engine: on a forced token it is far below 0 and the weight would
+    throw the token's gradient away although the policy never changed. Scoring the trainer
+    under the same mask would need the grammar replayed per call; leaving those rows out of
+    the correction costs only the correction itself (for a precision or template drift the
+    unconstrained calls, summaries among them, still show it in `gap`)."""
+    weight = (old - behaviour).exp().clamp(max=cap).detach()
+    if constrained is None:
+        return weight
+    return torch.where(constrained.unsqueeze(-1), torch.ones_like(weight), weight)
 
 
 class TaskObjective:
@@ -284,7 +150,13 @@ class TaskObjective:
         picks = [self.samples[i] for i in used]
         old = completion_token_logprobs(policy, picks, train, adapter=True)
         self.old: dict[int, list[float]] = dict(zip(used, old, strict=True))
-        self.gap = logprob_gap(old, [s.behaviour_logprobs for s in picks], config.is_cap)
+        # The weight's gap over the calls it corrects; a masked call's gap measures the mask.
+        self.gap, self.gap_constrained = (
+            logprob_gap([o for o, s in zip(old, picks, strict=True) if s.constrained is masked],
+                        [s.behaviour_logprobs for s in picks if s.constrained is masked],
+                        config.is_cap)
+            for masked in (False, True)
+        )  # fmt: skip
         self.clip_share = 0.0  # of the last micro-batch
         self.tokens = 0
 
@@ -298,9 +170,10 @@ class TaskObjective:
             policy_lp = token_logprobs(completion_logits(policy, batch), batch)
             old_lp = align_rows([self.old[picked[k]] for k in positions], batch)
             advantage = torch.tensor([s.advantage for s in part], device=batch.weight.device)
+            constrained = torch.tensor([s.constrained for s in part], device=advantage.device)
             part_loss, self.clip_share = pg_loss(
                 policy_lp, old_lp, batch.behaviour, advantage, batch.completion_mask,
-                config=self.config, constant=constant,
+                config=self.config, constant=constant, constrained=constrained,
             )  # fmt: skip
             (part_loss * scale).backward()
             loss += float(part_loss.detach()) * scale
@@ -328,7 +201,7 @@ def train_trajectories(
     params, curves = [p for p in policy.parameters() if p.requires_grad], Curves()
     with PeakRss() as rss:  # lp_old's pass included
         objective = TaskObjective(policy, samples, train, config, [i for p in plan for i in p])
-        result.gap = objective.gap
+        result.gap, result.gap_constrained = objective.gap, objective.gap_constrained
         optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=train.weight_decay)
         policy.train()
         for step, picked in enumerate(plan):

@@ -31,9 +31,10 @@ from peft import PeftModel
 
 from learner.config import LearnerConfig, MixConfig, TaskTrainConfig, TrainConfig
 from learner.figures import Curves, Gap
-from learner.grpo import CallSample, TaskObjective
+from learner.grpo import TaskObjective
 from learner.runs import Context, RunSkipped, save_candidate
 from learner.train import FeedbackObjective, TrainResult, draw
+from learner.trajectories import CallSample
 
 Evaluation = Callable[[Context, int, LearnerConfig], dict[str, Any]]
 
@@ -47,7 +48,8 @@ class MixedResult:
     seconds: float = 0.0
     feedback_losses: list[float] = field(default_factory=list)
     task_losses: list[float] = field(default_factory=list)
-    gap: Gap = field(default_factory=Gap)
+    gap: Gap = field(default_factory=Gap)  # calls decoded without the grammar (grpo.py)
+    gap_constrained: Gap = field(default_factory=Gap)  # under it
     stopped_early: bool = False
     # Per step: each objective's loss and figures (learner/figures.py), the tasks' clip share.
     curves: dict[str, list[float]] = field(default_factory=dict)
@@ -77,7 +79,7 @@ def train_mixed(
                       mix.feedback, train.epochs))  # fmt: skip
     if trajectories:
         tasks = TaskObjective(policy, trajectories, train, update)
-        result.gap = tasks.gap
+        result.gap, result.gap_constrained = tasks.gap, tasks.gap_constrained
         parts.append(("tasks", tasks, len(trajectories), mix.tasks, update.epochs))
     if not parts:
         return result

@@ -280,7 +280,7 @@ def serving(ctx: Context) -> tuple[int | None, tuple[str, Path] | None]:
 def run_trajectories(ctx: Context, run_id: int, config: LearnerConfig) -> tuple[list[Any], Any]:
     """(CallSamples, GroupStats) of the run's rollouts of its train tasks (its held-out ones
     are evaluation's, never these), as `tasks.update.advantages` selects them."""
-    from learner.grpo import group_rollouts, load_rollouts, trajectory_samples
+    from learner.trajectories import group_rollouts, load_rollouts, trajectory_samples
 
     _, plan = read_plan(ctx.run_dir(run_id))
     chosen = set(plan["chosen"])

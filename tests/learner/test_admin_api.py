@@ -109,7 +109,8 @@ async def test_a_triggered_cycle_is_served_within_seconds_and_rolls_back(
 
             def finished() -> dict[str, Any] | None:
                 run = api.get(f"/v1/admin/runs/{run_id}").json()
-                return run if run["status"] in ("succeeded", "failed", "skipped", "deferred") else None
+                done = ("succeeded", "failed", "skipped", "deferred")
+                return run if run["status"] in done else None
 
             run = wait_for(finished, timeout=300, what=f"run {run_id}", worker=worker)
             done_at = time.monotonic()

@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from learner.config import TaskTrainConfig, TrainConfig
-from learner.grpo import CallSample, train_trajectories
+from learner.grpo import train_trajectories
 from learner.train import make_policy, train_policy
+from learner.trajectories import CallSample
 from tests.learner.synthetic_feedback import base_logprobs, make_samples
 
 STEP = TrainConfig(max_steps=1, batch_size=8, lr=1e-2, kl_coef=0.0)

@@ -18,17 +18,16 @@ from agent_server.agent.config import AgentConfig
 from agent_server.agent.scripted import ScriptedModel
 from agent_server.agent.summarizer import SummarizerConfig
 from learner.config import TaskTrainConfig, TrainConfig
-from learner.grpo import (
+from learner.grpo import pg_loss, train_trajectories
+from learner.synth.rollout import RolloutConfig, run_rollout
+from learner.train import make_policy
+from learner.trajectories import (
     Call,
     Rollout,
     group_rollouts,
     leave_one_out,
-    pg_loss,
-    train_trajectories,
     trajectory_samples,
 )
-from learner.synth.rollout import RolloutConfig, run_rollout
-from learner.train import make_policy
 from tests.learner.synth.test_rollout import FILES, FINISH, FIX, SANDBOX, TASK, act
 from tests.learner.synthetic_feedback import make_samples
 

@@ -22,9 +22,10 @@ import torch
 from learner.batching import batch_of, micro_batches, row_length
 from learner.config import TaskTrainConfig, TrainConfig
 from learner.data import Sample
-from learner.grpo import CallSample, TaskObjective, train_trajectories
+from learner.grpo import TaskObjective, train_trajectories
 from learner.memory import PeakRss, release
 from learner.train import make_policy, train_policy
+from learner.trajectories import CallSample
 from tests.learner.synthetic_feedback import make_samples
 
 BUDGET = 64

@@ -86,7 +86,8 @@ def test_a_cycle_alternates_between_two_hosts_through_the_object_store(
         def finished() -> Any:
             with transaction(db) as s:
                 run = get_run(s, run_id=run_id)
-                return run.status if run.status in ("succeeded", "failed", "skipped", "deferred") else None
+                done = ("succeeded", "failed", "skipped", "deferred")
+                return run.status if run.status in done else None
 
         status = wait_for(finished, timeout=420, what=f"learner run {run_id}",
                           worker=workers["cpu"])  # fmt: skip

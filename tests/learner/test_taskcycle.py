@@ -217,7 +217,7 @@ def test_a_task_cycle_trains_publishes_deploys_and_the_next_one_rolls_out_with_i
     assert rolled["distinct_replies"] == 0.5  # per task: two edits alike, two finishes alike
     train = steps["train"]["metrics"]
     assert train["steps"] >= 1 and train["groups"]["dropped_equal"] < len(plan["chosen"])
-    assert train["gap"]["tokens"] > 0 and train["samples"] > 0
+    assert train["gap_constrained"]["tokens"] > 0 and train["samples"] > 0  # actions: masked
     evaluation = steps["evaluate"]["metrics"]
     assert evaluation["candidate"]["solve_rate"] == 1.0
     assert evaluation["serving"]["solve_rate"] == 0.0 and evaluation["accepted"]

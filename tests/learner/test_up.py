@@ -53,7 +53,8 @@ async def test_up_learns_on_schedule_and_stops_everything(
 
         def scheduled_run_done() -> dict[str, Any] | None:
             runs = api.get("/v1/admin/runs").json()
-            done = [r for r in runs if r["status"] in ("succeeded", "failed", "skipped", "deferred")]
+            ended = ("succeeded", "failed", "skipped", "deferred")
+            done = [r for r in runs if r["status"] in ended]
             return done[0] if done else None
 
         run = wait_for(scheduled_run_done, timeout=300, what="a scheduled learning cycle")

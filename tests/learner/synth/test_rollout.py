@@ -22,10 +22,10 @@ from agent_server.agent.summarizer import SummarizerConfig
 from feedback.db import transaction
 from feedback.models import SessionEvent, Suggestion, TaskRollout
 from feedback.queries import get_rollout
-from learner.grpo import Rollout, load_rollouts
 from learner.synth.records import TaskRecord
 from learner.synth.rollout import RolloutConfig, run_rollout
 from learner.synth.sandbox import SandboxConfig
+from learner.trajectories import Rollout, load_rollouts
 
 TEST = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\n" \
        "def test_zero():\n    assert add(0, 0) == 0\n"  # fmt: skip
