@@ -36,6 +36,7 @@ from feedback.queries import create_run, finish_run, get_run, start_run, update_
 from ground.settings import Settings
 from learner.config import LearnerConfig
 from learner.deploy import Deployer, make_deployer, record_failed_deployment
+from learner.memory import PeakRss
 from learner.storage import ArtifactStore, make_store
 
 log = logging.getLogger(__name__)
@@ -212,7 +213,9 @@ def recorded_step(
         return recorded  # a redelivery, or a step of a run that already ended
     ctx.report(name, {"status": "running"})
     ctx.artifacts.pull(run_key(run_id), ctx.run_dir(run_id))
-    metrics = body(config)
+    with PeakRss(every=0.25) as rss:  # every step's memory, on the run (and at /metrics)
+        metrics = body(config)
+    metrics = {**metrics, "step_peak_rss_gb": round(rss.peak_gb, 3)}
     ctx.artifacts.push(run_key(run_id), ctx.run_dir(run_id))
     with transaction(ctx.db) as db:
         update_run_step(db, run_id=run_id, name=name, status="succeeded", metrics=metrics)

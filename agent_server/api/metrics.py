@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from feedback.db import transaction
 from feedback.queries import active_deployment
 from feedback.queries.stats import (
+    latest_step_peak_rss_gb,
     latest_step_seconds,
     latest_train_tokens_per_s,
     outcome_counts,
@@ -150,6 +151,7 @@ class FeedbackCollector:
                 recent = recent_steps(db)
                 steps = latest_step_seconds(recent)
                 tokens_per_s = latest_train_tokens_per_s(recent)
+                peak_rss = latest_step_peak_rss_gb(recent)
                 deployment = active_deployment(db, backend=self.backend)
         except Exception as exc:  # a dead database must not break the scrape
             log.warning("metrics: cannot read the feedback database: %s", exc)
@@ -183,7 +185,13 @@ class FeedbackCollector:
                                   "reported it yet).")  # fmt: skip
         if tokens_per_s is not None:
             train.add_metric([], tokens_per_s)
-        return [up, by_adapter, run_family, step_family, serving, train]
+        memory = GaugeMetricFamily(
+            f"{p}_learner_step_peak_rss_gigabytes", "Each learner step's peak resident set "
+            "(GB) in the latest run that recorded it.", labels=["step"],
+        )  # fmt: skip
+        for name, gb in sorted(peak_rss.items()):
+            memory.add_metric([name], gb)
+        return [up, by_adapter, run_family, step_family, serving, train, memory]
 
 
 class HttpMetricsMiddleware:

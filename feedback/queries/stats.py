@@ -5,6 +5,7 @@
     runs = recent_steps(db)     # the steps of the newest runs, read once
     latest_step_seconds(runs)   # {"train": 241.0, ...}: each step's duration in its latest run
     latest_train_tokens_per_s(runs)
+    latest_step_peak_rss_gb(runs)
     outcome_series(db, since=..., until=..., bucket_s=3600, language="python")  # the overview
 
 What `/metrics` (agent_server/api/metrics.py) and the dashboard's overview
@@ -75,6 +76,19 @@ def latest_train_tokens_per_s(runs: list[list[dict[str, Any]]]) -> float | None:
                 if isinstance(value, int | float):
                     return float(value)
     return None
+
+
+def latest_step_peak_rss_gb(runs: list[list[dict[str, Any]]]) -> dict[str, float]:
+    """Each step name's peak resident set (GB, `step_peak_rss_gb` as the learner records it)
+    in the newest of `runs` (recent_steps) that recorded it."""
+    found: dict[str, float] = {}
+    for steps in runs:
+        for step in steps:
+            value = (step.get("metrics") or {}).get("step_peak_rss_gb")
+            name = step.get("name")
+            if isinstance(value, int | float) and name and name not in found:
+                found[str(name)] = float(value)
+    return found
 
 
 # File suffixes per language: the dashboard's language filter matches suggestions' file_path.

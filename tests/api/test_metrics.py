@@ -140,7 +140,7 @@ async def test_learner_figures_come_from_the_database(settings, serve) -> None:
         run = create_run(s, trigger="test")
         update_run_step(s, run_id=run.id, name="train", status="running")
         update_run_step(s, run_id=run.id, name="train", status="succeeded",
-                        metrics={"tokens_per_s": 1234.5})  # fmt: skip
+                        metrics={"tokens_per_s": 1234.5, "step_peak_rss_gb": 3.25})  # fmt: skip
         finish_run(s, run_id=run.id, status="succeeded")
         create_run(s, trigger="test")
     uncached(server)
@@ -150,6 +150,7 @@ async def test_learner_figures_come_from_the_database(settings, serve) -> None:
     assert value(samples, "apprentice_learner_train_tokens_per_second") == 1234.5
     assert value(samples, "apprentice_learner_step_seconds", step="train") >= 0
     assert ("apprentice_learner_step_seconds", (("step", "train"),)) in samples
+    assert value(samples, "apprentice_learner_step_peak_rss_gigabytes", step="train") == 3.25
 
 
 def test_only_the_metrics_and_admin_tokens_may_scrape(settings, serve) -> None:

@@ -45,6 +45,7 @@ def test_a_cycle_publishes_deploys_continues_and_rolls_back(
     assert run.status == "succeeded", (run.error, run.steps)
     assert [s["name"] for s in run.steps] == list(pipeline.STEPS)
     assert all(s["status"] == "succeeded" and s["finished"] for s in run.steps)
+    assert all(s["metrics"]["step_peak_rss_gb"] > 0 for s in run.steps)  # every step's memory
     steps = {s["name"]: s["metrics"] for s in run.steps}
     assert steps["collect"]["samples"] == 48 and steps["train"]["steps"] == 12
     assert steps["evaluate"]["accepted"] and steps["evaluate"]["serving_version"] is None
