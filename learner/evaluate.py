@@ -29,11 +29,12 @@ import torch
 from peft import PeftModel
 from safetensors.torch import load_file
 
+from learner.batching import batch_of, micro_batches
 from learner.config import GateConfig, TrainConfig
 from learner.data import Sample
 from learner.device import model_device
-from learner.kto import completion_logits, make_batch, per_token_kl, token_logprobs
-from learner.train import load_base, micro_batches
+from learner.kto import completion_logits, per_token_kl, token_logprobs
+from learner.train import load_base
 
 VERDICTS = ("accepted", "rejected")  # the strata of held-out feedback
 
@@ -91,9 +92,7 @@ def _item_scores(
     """(candidate mean logprobs, serving mean logprobs, per-token KLs) over `samples`."""
     cand, serv, kls = [], [], []
     for positions in micro_batches(samples, config):
-        batch = make_batch([samples[k] for k in positions], max_length=config.max_length,
-                           max_completion_length=config.max_completion_length,
-                           device=model_device(model))  # fmt: skip
+        batch = batch_of([samples[k] for k in positions], config, device=model_device(model))
         mask = batch.completion_mask
         count = mask.sum(-1).clamp(min=1)
         c_logits = _logits(model, batch, "candidate")
@@ -133,7 +132,8 @@ def score_heldout(
     gate: GateConfig,
 ) -> HeldoutScores:
     """The candidate and the serving policy (None: the base model) on `heldout` and on
-    general code, on `train.device` in `train.dtype`, `train.micro_batch_tokens` a forward."""
+    general code, on `train.device` in `train.dtype`, no forward over `train.micro_batch_tokens`
+    padded tokens (learner/batching.py cuts and packs rows by the learner's one rule)."""
     model = _policies(model_dir, candidate, serving, train)
     serving_name = "serving" if serving is not None else None
     cand, serv, kls = _item_scores(model, heldout, serving_name, train)
