@@ -1,8 +1,11 @@
 """Synthetic feedback for the learner's tests: a property that is always accepted vs always
 rejected, as `Sample`s or as real suggestion + outcome rows in the feedback database.
 
-The property: a desirable completion is `return <expr>`, an undesirable one `print(<expr>)`,
-over the same expressions and varied code prompts. Behaviour logprobs are those of the
+The property (`PROPERTIES[0]`): a desirable completion is `return <expr>`, an undesirable one
+`print(<expr>)`, over the same expressions and varied code prompts. A later cycle that must
+beat an adapter which already learned that one takes another property (`prop=1`, ...): the
+gate deploys only a candidate that is surely better than what serves, and more of a learned
+lesson rarely is. Behaviour logprobs are those of the
 policy that "served" them (the base model, or the adapter named), so importance ratios
 start at 1 as in production.
 """
@@ -45,6 +48,8 @@ EXPRESSIONS = [
     "max(lo, min(x, hi))", "n * 2", "record['key']", "''.join(parts)", "seq[-1]", "v * v",
     "a + b", "x", "len(items)", "name.upper()",
 ]  # fmt: skip
+# (desirable, undesirable) completion templates, each over an expression.
+PROPERTIES = [("return {}", "print({})"), ("yield {}", "del {}"), ("assert {}", "raise {}")]
 
 
 def messages(snippet: str) -> list[dict[str, Any]]:
@@ -54,14 +59,15 @@ def messages(snippet: str) -> list[dict[str, Any]]:
     ]
 
 
-def texts(n: int, seed: int = 0) -> list[tuple[list[dict[str, Any]], str, bool]]:
+def texts(n: int, seed: int = 0, prop: int = 0) -> list[tuple[list[dict[str, Any]], str, bool]]:
     """n (prompt messages, completion text, desirable) triples, half of each class."""
     rng = random.Random(seed)
+    good, bad = PROPERTIES[prop]
     out = []
     for i in range(n):
         desirable = i % 2 == 0
         expr = rng.choice(EXPRESSIONS)
-        text = f"return {expr}" if desirable else f"print({expr})"
+        text = (good if desirable else bad).format(expr)
         out.append((messages(rng.choice(SNIPPETS)), text, desirable))
     return out
 
@@ -77,14 +83,20 @@ def base_logprobs(model: torch.nn.Module, samples: Sequence[Sample]) -> list[lis
 
 
 def make_samples(
-    tokenizer: Any, model: torch.nn.Module, n: int, *, seed: int = 0, heldout_every: int = 4
+    tokenizer: Any,
+    model: torch.nn.Module,
+    n: int,
+    *,
+    seed: int = 0,
+    heldout_every: int = 4,
+    prop: int = 0,
 ) -> list[Sample]:
     """n labelled samples; every `heldout_every`-th pair of samples is held out."""
     samples = []
-    for i, (prompt, text, desirable) in enumerate(texts(n, seed)):
+    for i, (prompt, text, desirable) in enumerate(texts(n, seed, prop)):
         samples.append(
             Sample(
-                suggestion_id=f"synth-{seed}-{i}",
+                suggestion_id=f"synth-{prop}-{seed}-{i}",
                 desirable=desirable,
                 weight=1.0,
                 prompt_ids=encode_chat(tokenizer, prompt),
@@ -110,6 +122,7 @@ def seed_feedback(
     *,
     seed: int = 0,
     adapter_version: int | None = None,
+    prop: int = 0,
 ) -> list[str]:
     """Write n suggestions with an accepted / rejected outcome each; returns their ids.
 
@@ -126,8 +139,8 @@ def seed_feedback(
         with transaction(db) as s:
             path = get_adapter(s, version=adapter_version).path  # type: ignore[union-attr]
         model = PeftModel.from_pretrained(model, path).eval()
-    samples = make_samples(tokenizer, model, n, seed=seed)
-    prompts = [p for p, _, _ in texts(n, seed)]
+    samples = make_samples(tokenizer, model, n, seed=seed, prop=prop)
+    prompts = [p for p, _, _ in texts(n, seed, prop)]
     ids = []
     with transaction(db) as s:
         for sample, prompt in zip(samples, prompts, strict=True):

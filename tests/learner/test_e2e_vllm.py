@@ -47,6 +47,7 @@ from learner.publish import file_digests, read_manifest
 from tests.api.server import TOKEN, RunningServer, start_server
 from tests.fixtures.databases import fresh_pg_database
 from tests.fixtures.vllm import VllmServer, unload_policies
+from tests.learner.conftest import NEWEST
 from tests.learner.synth.synth_repo import make_task_repo
 from tests.learner.synthetic_feedback import seed_feedback
 from tests.learner.test_taskcycle import rollout_adapters
@@ -217,13 +218,18 @@ async def test_vllm_down_at_deploy_fails_the_run_and_serving_is_unaffected(
 ) -> None:
     before = active_version(stack)
     assert before is not None, "runs after the chain test"
-    seed_feedback(stack.db, dev_tokenizer, dev_model_dir, 32, seed=3, adapter_version=before)
+    # Something policy-v1 has not learned (tests/learner/synthetic_feedback.py), judged on
+    # the newest held-out outcomes (tests/learner/conftest.py NEWEST): the gate deploys only
+    # a candidate surely better than the adapter serving.
+    seed_feedback(
+        stack.db, dev_tokenizer, dev_model_dir, 32, seed=3, adapter_version=before, prop=1
+    )
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
     worker = stack.worker("worker-down", MODEL_URL=dead)
     try:
-        run = stack.wait_run(stack.trigger(), worker)
+        run = stack.wait_run(stack.trigger(gate=CONFIG["gate"] | NEWEST), worker)
     finally:
         worker.stop()
     assert run["status"] == "failed" and run["error"].startswith("deploy:"), run["error"]
@@ -243,9 +249,13 @@ async def test_a_worker_killed_mid_train_is_redelivered_and_the_run_finishes(
     stack: Stack, dev_tokenizer: Any, dev_model_dir: Path
 ) -> None:
     before = active_version(stack)
-    seed_feedback(stack.db, dev_tokenizer, dev_model_dir, 32, seed=5, adapter_version=before)
+    seed_feedback(
+        stack.db, dev_tokenizer, dev_model_dir, 32, seed=5, adapter_version=before, prop=1
+    )  # as above, and the failed deploy's feedback trains this run too
     first = stack.worker("worker-killed")
-    run_id = stack.trigger(train={"max_steps": 60, "lr": 1e-3, "max_seconds": 20})
+    run_id = stack.trigger(
+        train={"max_steps": 60, "lr": 1e-3, "max_seconds": 20}, gate=CONFIG["gate"] | NEWEST
+    )
     first.wait_for_log("train step 10/60", timeout=180)  # the worker logs every 10 steps
     first.kill()
     train = stack.step(run_id, "train")

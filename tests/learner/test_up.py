@@ -4,6 +4,7 @@ itself; the server then serves the new adapter; Ctrl-C stops all three."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -38,6 +39,9 @@ async def test_up_learns_on_schedule_and_stops_everything(
            "APPRENTICE_MODEL_NAME": str(home / "models" / "dev"),  # the default installs one
            "APPRENTICE_TOKEN": TOKEN, "APPRENTICE_ADMIN_TOKEN": ADMIN,
            "APPRENTICE_LEARNER_INTERVAL_S": "2", "APPRENTICE_LEARNER_MIN_FEEDBACK": "20",
+           # Half held out, 3 of each kind: 32 outcomes give the gate evidence to deploy.
+           "APPRENTICE_LEARNER": json.dumps({"data": {"heldout_fraction": 0.5},
+                                             "gate": {"min_per_class": 3}}),
            "OMP_WAIT_POLICY": "PASSIVE"}  # fmt: skip
     up = [sys.executable, "-m", "apprentice.cli", "up"]
     proc = subprocess.Popen(up, cwd=REPO, env=env, stdout=subprocess.PIPE,
