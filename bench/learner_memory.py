@@ -143,8 +143,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         # a task cycle's train config: tasks.max_length over the budget (learner/taskcycle.py)
         train = config.model_copy(update={"max_length": 4096})
         started = time.monotonic()
-        update = TaskTrainConfig(max_steps=args.max_steps)
-        result = learner.grpo.train_trajectories(policy, samples, train, update)
+        result = learner.grpo.train_trajectories(policy, samples, train, TaskTrainConfig())
     seconds, after = time.monotonic() - started, rss_gb()
     return {"peak_rss_gb": round(max_rss_gb(), 3),
             "update_peak_rss_gb": round(result.peak_rss_gb, 3),

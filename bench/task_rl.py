@@ -215,7 +215,7 @@ def main() -> None:
     parser.add_argument("--reward", choices=["shaped", "outcome"], default="shaped",
                         help="the rollouts' reward: shaped (penalties, -1 for malformed runs) "
                         "or outcome (1 solved, else 0); tasks.reward")  # fmt: skip
-    parser.add_argument("--lr", type=float, default=None, help="the update's learning rate")
+    parser.add_argument("--lr", type=float, default=None, help="the update's rate (train.lr)")
     parser.add_argument("--advantages", choices=["both", "positive"], default=None,
                         help="train on every kept rollout (both) or only those above their "
                         "group's baseline (positive); tasks.update.advantages")  # fmt: skip
@@ -257,11 +257,14 @@ def main() -> None:
             tasks["tiers"] = args.tiers
         if args.tasks_file:
             tasks["tasks_file"] = str(args.tasks_file.resolve())
-        knobs = {"lr": args.lr, "epochs": args.epochs, "advantages": args.advantages}
+        knobs = {"epochs": args.epochs, "advantages": args.advantages}
         update = {k: v for k, v in knobs.items() if v is not None}
         if update:
             tasks["update"] = update
-        config = {"kind": "tasks", "tasks": tasks, "train": {"max_seconds": args.train_seconds}}
+        train: dict[str, Any] = {"max_seconds": args.train_seconds}
+        if args.lr is not None:  # one update loop: every objective's rate is train.lr
+            train["lr"] = args.lr
+        config = {"kind": "tasks", "tasks": tasks, "train": train}
         system = System(Path(tmp) / "home", model, backend=args.backend)
         rounds: list[dict[str, Any]] = []
         confirmed: dict[str, Any] | None = None

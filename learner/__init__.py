@@ -4,8 +4,11 @@
                    (config_gate.py, config_tasks.py: parts of it); learner_defaults reads
                    [learner] in config.toml (runs.py)
     data.py        collect: labelled samples from suggestions + outcomes, dataset snapshots
-    kto.py         the update rule (why KTO, the loss, the simplifications)
-    train.py       LoRA on the base model's linear layers, trained with kto.py
+    kto.py         the feedback loss (why KTO, the loss, the simplifications)
+    train.py       LoRA on the base model's linear layers; the feedback objective (kto.py)
+    grpo.py        the task objective: policy gradients on the agent's own rollouts
+    update.py      the one update loop every cycle runs, on the objectives it names
+    candidate.py   the train and evaluate steps: objectives and gates from the cycle's config
     evaluate.py    the candidate vs the serving policy on held-out items, KL, perplexity
     evidence.py    the paired one-sided test (stratified bootstrap) the gate decides on
     gate.py        the verdict: deploy on evidence, refuse, or defer (too little evidence)

@@ -77,7 +77,7 @@ def learn_once(
     from feedback.db import make_engine, make_sessionmaker, transaction
     from feedback.migrate import current_revision
     from feedback.queries import get_run
-    from learner.pipeline import Context, create_cycle, run_config, run_cycle, steps_of
+    from learner.pipeline import Context, create_cycle, run_config, run_cycle
     from learner.runs import learner_defaults
 
     overrides = None
@@ -102,7 +102,7 @@ def learn_once(
     ctx = Context(settings, make_sessionmaker(engine))
     run_id = create_cycle(ctx, trigger="cli", overrides=overrides)
     with transaction(ctx.db) as db:
-        steps = steps_of(run_config(get_run(db, run_id=run_id)))
+        steps = run_config(get_run(db, run_id=run_id)).cycle.steps
     with Progress(
         TextColumn("{task.description:<10}"),
         BarColumn(),

@@ -6,11 +6,14 @@
 A learning cycle runs with one `LearnerConfig`; the full resolved config is stored on its
 `learner_runs.config`, so a run says exactly how it was made, and a trigger (CLI, admin
 API, schedule, test) overrides any field by passing a partial dict. A bad value raises a
-ValueError that says how to fix it. Nothing to run.
+ValueError that says how to fix it. `config.cycle` (a `Cycle`, from `kind`) says what the
+cycle is as data: its steps, the objectives its update trains, the gates that decide it.
+Nothing to run.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -235,15 +238,37 @@ class TrainConfig(_Frozen):
         return value
 
 
+@dataclass(frozen=True)
+class Cycle:
+    """What a kind of cycle is, as data: its steps (learner/pipeline.py runs them in order),
+    the objectives its update trains (learner/update.py; weights in `LearnerConfig.mix`) and
+    the gates its evaluate step runs (learner/candidate.py)."""
+
+    steps: tuple[str, ...]
+    objectives: tuple[str, ...]  # "feedback" (people's outcomes), "tasks" (rollouts)
+    gates: tuple[str, ...]  # "feedback" (held-out outcomes), "tasks" (held-out tasks)
+
+
+CYCLES = {
+    "feedback": Cycle(("collect", "train", "evaluate", "publish", "deploy"),
+                      ("feedback",), ("feedback",)),
+    "tasks": Cycle(("tasks", "rollouts", "train", "evaluate", "publish", "deploy"),
+                   ("tasks",), ("tasks",)),
+    "mixed": Cycle(("collect", "tasks", "rollouts", "train", "evaluate", "publish", "deploy"),
+                   ("feedback", "tasks"), ("feedback", "tasks")),
+}  # fmt: skip
+
+
 class LearnerConfig(_Frozen):
     """Everything one learning cycle needs beyond Settings."""
 
     kind: Literal["feedback", "tasks", "mixed"] = Field(
         default="feedback",
-        description="feedback: people's outcomes (collect -> train -> evaluate -> publish -> "
-        "deploy); tasks: the agent's own rollouts of mined tasks (tasks -> rollouts -> train "
-        "-> evaluate -> publish -> deploy; see `tasks`); mixed: both in one update (collect "
-        "-> tasks -> ... -> deploy; weights in `mix`).",
+        description="Which cycle (`CYCLES`: its steps, objectives and gates). feedback: "
+        "people's outcomes (collect -> train -> evaluate -> publish -> deploy); tasks: the "
+        "agent's own rollouts of mined tasks (tasks -> rollouts -> train -> evaluate -> "
+        "publish -> deploy; see `tasks`); mixed: both objectives in one update and both "
+        "gates (collect -> tasks -> ... -> deploy; weights in `mix`).",
     )
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
@@ -277,6 +302,10 @@ class LearnerConfig(_Frozen):
                 f"{', '.join(sorted(LABEL_KINDS))}"
             )
         return self
+
+    @property
+    def cycle(self) -> Cycle:
+        return CYCLES[self.kind]
 
     def with_overrides(self, overrides: dict[str, Any] | None) -> LearnerConfig:
         """A copy with `overrides` (a partial, nested dict) merged in and validated."""

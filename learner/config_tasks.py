@@ -5,9 +5,9 @@ Part of learner/config.py, which re-exports both; a file of its own only to keep
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Frozen(BaseModel):
@@ -17,14 +17,11 @@ class Frozen(BaseModel):
 
 
 class TaskTrainConfig(Frozen):
-    """The task-RL update on the agent's own rollouts (learner/grpo.py explains it); the
-    shapes (rank, lengths, batch and micro-batch sizes, max_seconds) are TrainConfig's."""
+    """The task objective of the update on the agent's own rollouts (learner/grpo.py explains
+    it); the step's shapes (learning rate, rank, lengths, batch and micro-batch sizes,
+    max_steps, max_seconds) are TrainConfig's: one update loop for every objective."""
 
-    lr: float = Field(default=2e-3, gt=0, description="AdamW learning rate (LoRA weights).")
     epochs: float = Field(default=1.0, gt=0, description="Passes over the trajectory samples.")
-    max_steps: int | None = Field(
-        default=None, ge=1, description="Stop after this many optimizer steps (None: epochs)."
-    )
     clip_low: float = Field(
         default=0.2, gt=0, lt=1, description="PPO clip below: ratio >= 1 - clip_low."
     )
@@ -47,6 +44,19 @@ class TaskTrainConfig(Frozen):
         "their group, as in rejection-sampling fine-tuning -- a failed edit is not pushed "
         "down as a whole).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _moved(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in ("lr", "max_steps"):
+                if data.get(key) is not None:
+                    raise ValueError(
+                        f"tasks.update.{key} is gone: one update loop runs every objective at "
+                        f"train.{key}; set train.{key} instead"
+                    )
+            data = {k: v for k, v in data.items() if k not in ("lr", "max_steps")}
+        return data
 
 
 class TasksConfig(Frozen):
@@ -149,8 +159,8 @@ class TasksConfig(Frozen):
 
 
 class MixConfig(Frozen):
-    """A mixed cycle (`kind: mixed`, learner/mixed.py): one update on people's feedback and
-    the agent's task rollouts together; each optimizer step sums both losses, weighted."""
+    """The weight of each objective's loss in the update's sum (learner/update.py), in every
+    cycle that trains it; they matter where a cycle names both (`kind: mixed`)."""
 
     feedback: float = Field(default=1.0, ge=0, description="Weight of the feedback (KTO) loss.")
     tasks: float = Field(

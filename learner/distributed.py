@@ -30,8 +30,9 @@ A batch is cut into at least N micro-batches (the largest halved until there are
 every rank gets a share even when the whole batch fits in one token budget. With
 kl_coef = 0 the reference logprobs are computed once, shared out the same way and gathered.
 
-The task-RL update (learner/grpo.py) and mixed cycles train in one process: their samples
-are read from the database inside the worker, and a task cycle's time goes to rollouts.
+A cycle naming the task objective (learner/grpo.py) trains in one process (the update refuses
+a Group for an objective that does not split its batches): its samples are read from the
+database inside the worker, and a task cycle's time goes to rollouts.
 Tested in tests/learner/test_distributed.py.
 """
 
@@ -67,7 +68,7 @@ def train_distributed(
     out_dir: Path,
 ) -> dict[str, Any]:
     """Train on `samples` with `config.processes` ranks (module docstring) and write the
-    adapter to `out_dir` (whole or not at all); returns the train metrics (TrainResult's,
+    adapter to `out_dir` (whole or not at all); returns the train metrics (UpdateResult's,
     with `parent_used`, `processes` and `backend`)."""
     out_dir = Path(out_dir)
     with tempfile.TemporaryDirectory(prefix="apprentice-ddp-") as tmp:

@@ -1,7 +1,8 @@
 """Task RL: group-relative policy gradients on the agent's own rollouts, summaries included.
 
     samples, stats = trajectory_samples(groups)          # learner/trajectories.py
-    result = train_trajectories(policy, samples, config) # the LoRA update; result.gap
+    objective = TaskObjective(samples, train, update)   # an objective of learner/update.py
+    result = train_trajectories(policy, samples, train, update)  # the update, tasks alone
 
 The algorithm (Dr.GRPO, Liu et al. 2025; DeepSWE, Agentica 2025), per group of K rollouts of
 one task in the product's own harness (learner/synth/rollout.py):
@@ -38,22 +39,20 @@ their logged logprobs are the masked distribution's, so lp_old - lp_behaviour me
 mask, not a drift (`off_policy_weight`; before, forced tokens weighed almost nothing:
 docs/tasks.md).
 
-No forward pass holds more than `train.micro_batch_tokens` padded tokens (learner/batching.py: a
-long agent prompt is cut from the left, whatever `tasks.max_length`). It trains in one process,
-on `train.device` (learner/device.py): the data-parallel path (learner/distributed.py) is the
-feedback update's only; a task cycle's time goes to its rollouts, not to this update, and its
-samples come from the database inside the worker.
+No forward pass holds more than `train.micro_batch_tokens` padded tokens (learner/batching.py:
+a long agent prompt is cut from the left, whatever `tasks.max_length`). The step itself --
+schedule, one AdamW at `train.lr`, clipping, the time budget -- is learner/update.py's, for
+every objective. It trains in one process, on `train.device` (learner/device.py): the
+data-parallel path (learner/distributed.py) is the feedback objective's only; a task cycle's
+time goes to its rollouts, not to this update, and its samples come from the database inside
+the worker.
 Tested in tests/learner/test_grpo.py (the update) and tests/learner/test_taskcycle.py (in cycles).
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import random
-import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -62,34 +61,14 @@ from peft import PeftModel
 from learner.batching import align_rows, batch_of, micro_batches, note_budget
 from learner.config import TaskTrainConfig, TrainConfig
 from learner.device import model_device
-from learner.figures import Curves, Gap, logprob_gap
+from learner.figures import Gap, logprob_gap
 from learner.kto import completion_logits, token_logprobs
-from learner.memory import PeakRss, release
-from learner.train import batches, completion_token_logprobs
+from learner.memory import release
+from learner.train import completion_token_logprobs
 from learner.trajectories import CallSample
+from learner.update import Part, UpdateResult, run_update
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TaskTrainResult:
-    steps: int
-    samples: int
-    tokens: int
-    seconds: float
-    losses: list[float] = field(default_factory=list)
-    gap: Gap = field(default_factory=Gap)  # calls decoded without the grammar
-    gap_constrained: Gap = field(default_factory=Gap)  # under it: the mask, weight 1
-    clip_share: float = 0.0  # tokens whose ratio was clipped, last step
-    stopped_early: bool = False
-    peak_rss_gb: float = 0.0  # highest resident set sampled during the update (GB)
-    process_peak_rss_gb: float = 0.0  # the process's high-water mark, ru_maxrss (GB)
-    curves: dict[str, list[float]] = field(default_factory=dict)  # loss, clip_share, rss_gb
-
-    def metrics(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["losses"] = [round(x, 6) for x in self.losses]
-        return out
 
 
 def pg_loss(
@@ -135,30 +114,46 @@ def off_policy_weight(old: torch.Tensor, behaviour: torch.Tensor, cap: float,
 
 
 class TaskObjective:
-    """The policy-gradient loss on trajectory samples, one batch at a time (the module
-    docstring): lp_old is computed once, at construction (of the samples at `used` alone when
-    given), with the logprob gap against the engine's. `backward(picked, scale)` accumulates the
-    gradients of the samples at `picked`; returns the loss. train_trajectories steps on it
-    alone; learner/mixed.py beside the feedback objective."""
+    """The policy-gradient loss on trajectory samples, an objective of the one update
+    (learner/update.py; the module docstring gives the loss): `prepare` computes lp_old of
+    the samples the plan uses, and the logprob gap against the engine's;
+    `backward(policy, picked, scale)` accumulates the gradients of the samples at `picked`.
+    One process: a batch is not split over ranks."""
 
-    def __init__(self, policy: PeftModel, samples: Sequence[CallSample], train: TrainConfig,
-                 config: TaskTrainConfig, used: Sequence[int] | None = None) -> None:  # fmt: skip
+    name = "tasks"
+    distributed = False
+
+    def __init__(self, samples: Sequence[CallSample], train: TrainConfig,
+                 config: TaskTrainConfig) -> None:  # fmt: skip
         self.samples, self.train, self.config = list(samples), train, config
         note_budget(train)
-        used = range(len(self.samples)) if used is None else sorted(set(used))
+        self.old: dict[int, list[float]] = {}
+        self.gap, self.gap_constrained = Gap(), Gap()
+        self.clip_share = 0.0  # of the last micro-batch
+        self.tokens = self.micro_batches = 0
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def prepare(self, policy: PeftModel, used: Sequence[int]) -> None:
         # lp_old covers the completion tokens the batch keeps (learner/batching.py).
         picks = [self.samples[i] for i in used]
-        old = completion_token_logprobs(policy, picks, train, adapter=True)
-        self.old: dict[int, list[float]] = dict(zip(used, old, strict=True))
+        old = completion_token_logprobs(policy, picks, self.train, adapter=True)
+        self.old = dict(zip(used, old, strict=True))
         # The weight's gap over the calls it corrects; a masked call's gap measures the mask.
         self.gap, self.gap_constrained = (
             logprob_gap([o for o, s in zip(old, picks, strict=True) if s.constrained is masked],
                         [s.behaviour_logprobs for s in picks if s.constrained is masked],
-                        config.is_cap)
+                        self.config.is_cap)
             for masked in (False, True)
         )  # fmt: skip
-        self.clip_share = 0.0  # of the last micro-batch
-        self.tokens = 0
+
+    def figures(self) -> dict[str, float | None]:
+        return {"clip_share": self.clip_share}
+
+    def summary(self) -> dict[str, Any]:
+        return {"gap": self.gap, "gap_constrained": self.gap_constrained,
+                "clip_share": self.clip_share}  # fmt: skip
 
     def backward(self, policy: PeftModel, picked: Sequence[int], scale: float = 1.0) -> float:
         chunk = [self.samples[i] for i in picked]
@@ -178,46 +173,16 @@ class TaskObjective:
             (part_loss * scale).backward()
             loss += float(part_loss.detach()) * scale
             self.tokens += batch.tokens
+            self.micro_batches += 1
             del batch, policy_lp, old_lp, part_loss  # the pass's tensors: memory goes back
             release()
         return loss
 
 
 def train_trajectories(
-    policy: PeftModel,
-    samples: Sequence[CallSample],
-    train: TrainConfig,
-    config: TaskTrainConfig,
-) -> TaskTrainResult:
-    """Optimize the LoRA weights of `policy` on trajectory samples (one pass per epoch)."""
-    started = time.monotonic()
-    samples = list(samples)
-    result = TaskTrainResult(0, len(samples), 0, 0.0)
-    if not samples:
-        return result
-    per_epoch = math.ceil(len(samples) / train.batch_size)
-    total = config.max_steps or max(1, math.ceil(per_epoch * config.epochs))
-    plan = batches(len(samples), train.batch_size, total, random.Random(train.seed))  # ahead
-    params, curves = [p for p in policy.parameters() if p.requires_grad], Curves()
-    with PeakRss() as rss:  # lp_old's pass included
-        objective = TaskObjective(policy, samples, train, config, [i for p in plan for i in p])
-        result.gap, result.gap_constrained = objective.gap, objective.gap_constrained
-        optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=train.weight_decay)
-        policy.train()
-        for step, picked in enumerate(plan):
-            if time.monotonic() - started > train.max_seconds:
-                result.stopped_early = True
-                break
-            optimizer.zero_grad(set_to_none=True)
-            loss = objective.backward(policy, picked)
-            torch.nn.utils.clip_grad_norm_(params, train.grad_clip)
-            optimizer.step()
-            result.losses.append(loss)
-            result.steps = step + 1
-            curves.add(loss=loss, clip_share=objective.clip_share, rss_gb=rss.take())
-    policy.eval()
-    result.peak_rss_gb, result.process_peak_rss_gb = rss.peak_gb, rss.process_peak_gb
-    result.clip_share, result.tokens = objective.clip_share, objective.tokens
-    result.curves = curves.values
-    result.seconds = time.monotonic() - started
-    return result
+    policy: PeftModel, samples: Sequence[CallSample], train: TrainConfig, config: TaskTrainConfig
+) -> UpdateResult:
+    """The one update (learner/update.py) on trajectory samples alone: `config.epochs` passes,
+    at `train.lr`, `train.max_steps` capping."""
+    return run_update(policy, [Part(TaskObjective(samples, train, config), 1.0, config.epochs)],
+                      train)  # fmt: skip

@@ -202,7 +202,7 @@ def start_chain(run_id: int) -> None:
     try:
         with transaction(ctx.db) as db:
             run = db.get(LearnerRun, run_id)
-            names = pipeline.steps_of(pipeline.run_config(run)) if run else pipeline.STEPS
+            names = pipeline.run_config(run).cycle.steps if run else pipeline.STEPS
     except ValueError:  # a bad stored config: the first step records the error on the run
         names = pipeline.STEPS
     step_chain(run_id, names, settings).apply_async()

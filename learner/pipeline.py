@@ -41,7 +41,7 @@ from feedback.queries import (
     publish_adapter,
     set_run_dataset,
 )
-from learner.config import LearnerConfig
+from learner.config import CYCLES, LearnerConfig
 from learner.deploy import deploy_version
 from learner.runs import (  # noqa: F401  (re-exported: the steps' vocabulary)
     FINAL,
@@ -59,13 +59,8 @@ from learner.runs import (  # noqa: F401  (re-exported: the steps' vocabulary)
     step_metrics,
 )
 
-STEPS = ("collect", "train", "evaluate", "publish", "deploy")
-TASK_STEPS = ("tasks", "rollouts", "train", "evaluate", "publish", "deploy")
-MIXED_STEPS = ("collect", *TASK_STEPS)
-
-
-def steps_of(config: LearnerConfig) -> tuple[str, ...]:
-    return {"tasks": TASK_STEPS, "mixed": MIXED_STEPS}.get(config.kind, STEPS)
+STEPS = CYCLES["feedback"].steps
+TASK_STEPS = CYCLES["tasks"].steps
 
 
 # ---- the steps ------------------------------------------------------------------------------
@@ -107,10 +102,10 @@ def collect(ctx: Context, run_id: int) -> dict[str, Any]:
                 f"{config.gate.min_per_class - fewest} more of the rarer kind",
                 {"heldout_pool": pooled},
             )  # fmt: skip
-        if short and config.kind != "mixed":
+        if short and config.cycle.objectives == ("feedback",):
             raise short
         samples = train + pool
-        if short:  # a mixed cycle goes on with its task rollouts alone
+        if short:  # a cycle with other objectives goes on without this one
             samples, summary["left_out"] = [], str(short)
         write_snapshot(ctx.run_dir(run_id) / "dataset.json", samples)
         return summary
@@ -147,92 +142,21 @@ def rollouts(ctx: Context, run_id: int) -> dict[str, Any]:
 
 def train(ctx: Context, run_id: int) -> dict[str, Any]:
     def body(config: LearnerConfig) -> dict[str, Any]:
-        if config.kind == "tasks":
-            from learner.taskcycle import train_on_rollouts
-
-            return train_on_rollouts(ctx, run_id, config)
-        if config.kind == "mixed":
-            from learner.mixed import train_mixed_step
-
-            return train_mixed_step(ctx, run_id, config)
-        from learner.data import read_snapshot
-        from learner.train import load_base, make_policy, train_policy
-
-        samples = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if not s.heldout]
-        parent_version, parent_dir = ctx.serving_adapter()
-        if config.train.processes > 1:  # torchrun: learner/distributed.py
-            from learner.distributed import train_distributed
-
-            metrics = train_distributed(ctx.settings.model_name, samples, config.train,
-                                        parent_dir=parent_dir,
-                                        out_dir=ctx.run_dir(run_id) / "candidate")  # fmt: skip
-            return {**metrics, "parent_version": parent_version if metrics["parent_used"] else None}
-        policy, used = make_policy(
-            load_base(ctx.settings.model_name, device=config.train.device,
-                      dtype=config.train.dtype), config.train, parent_dir=parent_dir,
-        )  # fmt: skip
+        from learner.candidate import train_candidate
 
         def progress(step: int, total: int, loss: float) -> None:
             ctx.report("train", {"status": "progress", "step": step, "total": total, "loss": loss})
 
-        result = train_policy(policy, samples, config.train, progress=progress)
-        result.parent_used = used
-        save_candidate(ctx, run_id, policy)
-        return {**result.metrics(), "parent_version": parent_version if used else None}
+        return train_candidate(ctx, run_id, config, progress)
 
     return recorded_step(ctx, run_id, "train", body)
 
 
-def feedback_evaluation(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
-    """The candidate against the serving policy on the held-out pool, and the gate's verdict
-    (learner/gate.py: `decision` deploy | refuse | defer, `reasons` empty when it deploys)."""
-    from learner.data import read_snapshot
-    from learner.evaluate import adapter_is_finite, codegen_gate, score_heldout
-    from learner.gate import feedback_decision
-
-    heldout = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json") if s.heldout]
-    candidate = ctx.run_dir(run_id) / "candidate"
-    serving_version, serving_dir = ctx.serving_adapter()
-    finite = adapter_is_finite(candidate)
-    scores = score_heldout(ctx.settings.model_name, heldout, candidate, serving_dir,
-                           config.train, config.gate)  # fmt: skip
-    decision = feedback_decision(scores, config.gate, finite=finite).as_dict()
-    codegen: dict[str, Any] = {}
-    if decision["accepted"]:  # HumanEval pass@1, when gate.codegen_problems > 0 (off by default)
-        codegen, reasons = codegen_gate(
-            ctx.settings.model_name, candidate, serving_dir, config.gate
-        )
-        if reasons:
-            decision.update(decision="refuse", accepted=False, reasons=reasons)
-    summary = scores.summary()
-    evidence = decision["evidence"]
-    return {
-        **decision,
-        **summary,
-        "candidate": {
-            "effect": evidence.get("effect"),
-            "p_value": evidence.get("p_value"),
-            "kl_to_serving": summary["kl_to_serving"],
-            "perplexity": summary["perplexity"].get("candidate"),
-        },  # fmt: skip
-        "serving_version": serving_version,
-        "finite": finite,
-        **({"codegen": codegen} if codegen else {}),
-    }
-
-
 def evaluate(ctx: Context, run_id: int) -> dict[str, Any]:
     def body(config: LearnerConfig) -> dict[str, Any]:
-        if config.kind == "tasks":
-            from learner.heldout import evaluate_heldout
+        from learner.candidate import judge_candidate
 
-            metrics = evaluate_heldout(ctx, run_id, config)
-        elif config.kind == "mixed":
-            from learner.mixed import evaluate_mixed
-
-            metrics = evaluate_mixed(ctx, run_id, config, feedback_evaluation)
-        else:
-            metrics = feedback_evaluation(ctx, run_id, config)
+        metrics = judge_candidate(ctx, run_id, config)
         if metrics.get("decision") == "defer":
             raise RunDeferred("; ".join(metrics["reasons"]), metrics)
         if metrics["reasons"]:
@@ -316,7 +240,7 @@ def run_cycle(ctx: Context, run_id: int) -> LearnerRun:
     """All steps in this process, in order (`apprentice learn`); returns the finished run."""
     with transaction(ctx.db) as db:
         run = get_run(db, run_id=run_id)
-        steps = steps_of(run_config(run)) if run is not None else STEPS
+        steps = run_config(run).cycle.steps if run is not None else STEPS
     for name in steps:
         try:
             STEP_FUNCTIONS[name](ctx, run_id)

@@ -182,7 +182,18 @@ def run_config(run: LearnerRun, defaults: LearnerConfig | None = None) -> Learne
     """The run's config: its stored dict (full, or partial overrides from the admin API)
     over `defaults` (the learner settings; None: the built-in defaults). A bad value raises
     pydantic's ValidationError naming the field."""
-    return (defaults or LearnerConfig()).with_overrides(run.config or {})
+    return (defaults or LearnerConfig()).with_overrides(_recorded(run.config or {}))
+
+
+def _recorded(config: dict[str, Any]) -> dict[str, Any]:
+    """A stored config as today's LearnerConfig reads it: runs recorded before the one update
+    loop (learner/update.py) stored `tasks.update.lr` and `.max_steps`, which are gone (a new
+    override naming them is an error that says where they went)."""
+    update = (config.get("tasks") or {}).get("update")
+    if not isinstance(update, dict) or not {"lr", "max_steps"} & update.keys():
+        return config
+    kept = {k: v for k, v in update.items() if k not in ("lr", "max_steps")}
+    return {**config, "tasks": {**config["tasks"], "update": kept}}
 
 
 def _begin(ctx: Context, run_id: int, name: str) -> tuple[LearnerConfig, dict[str, Any] | None]:

@@ -1,11 +1,12 @@
 """The task cycle's work: mined tasks, split by commit and by file, rolled out through the
-product's own agent by the serving adapter, trained on with learner/grpo.py, and the
+product's own agent by the serving adapter, trained on with learner/grpo.py's objective (the
+update and its data: learner/candidate.py), and the
 candidate's held-out solve rate against the serving adapter's for the gate.
 
     metrics = prepare_tasks(settings, config.tasks, run_dir, run_id)  # the "tasks" step
     report = roll_out(ctx, run_id, records, config=..., adapter=..., samples=K)  # "rollouts"
     metrics = rollout_metrics(db, run_id=run_id, instance_ids=ids, adapter=name)
-    metrics = train_on_rollouts(ctx, run_id, config)                  # "train"
+    samples, stats = run_trajectories(ctx, run_id, config)  # the "train" step's task data
     # "evaluate", the gate: learner/heldout.py's evaluate_heldout (pools the serving rate)
 
 learner/pipeline.py's steps call these (a cycle with `kind: tasks` runs
@@ -41,7 +42,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from feedback.db import transaction
 from feedback.queries import adapter_name, delete_rollouts, rollouts_of
 from learner.config import LearnerConfig, TasksConfig
-from learner.runs import Context, RunSkipped, StepFailed, save_candidate
+from learner.runs import Context, RunSkipped, StepFailed
 from learner.synth.gitrepo import patch_files
 from learner.synth.records import TaskRecord, read_tasks, write_tasks
 
@@ -287,30 +288,6 @@ def run_trajectories(ctx: Context, run_id: int, config: LearnerConfig) -> tuple[
     mine = [r for r in load_rollouts(ctx.db, run_id=run_id) if r.instance_id in chosen]
     positive = config.tasks.update.advantages == "positive"
     return trajectory_samples(group_rollouts(mine), positive_only=positive)
-
-
-def train_on_rollouts(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
-    """The "train" step of a task cycle: the update on the run's rollouts of its train tasks,
-    from the serving adapter; RunSkipped when no group has a reward that differs."""
-    from learner.device import describe
-    from learner.grpo import train_trajectories
-    from learner.train import load_base, make_policy
-
-    version, adapter = serving(ctx)
-    samples, stats = run_trajectories(ctx, run_id, config)
-    if not samples:
-        raise RunSkipped(
-            f"no learning signal: {stats.groups} groups, {stats.dropped_equal} with equal "
-            f"rewards, {stats.truncated_masked} truncated rollouts masked, "
-            f"{stats.dropped_negative} below their group's baseline left out"
-        )
-    train = config.train.model_copy(update={"max_length": config.tasks.max_length})
-    base = load_base(ctx.settings.model_name, device=train.device, dtype=train.dtype)
-    policy, used = make_policy(base, train, parent_dir=adapter[1] if adapter else None)
-    result = train_trajectories(policy, samples, train, config.tasks.update)
-    save_candidate(ctx, run_id, policy)
-    return {**result.metrics(), **describe(policy), "groups": dataclasses.asdict(stats),
-            "parent_version": version if used else None}  # fmt: skip
 
 
 def visible_candidate(ctx: Context, run_id: int) -> Path:

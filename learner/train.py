@@ -1,8 +1,9 @@
-"""Train: a LoRA adapter on the base model with the KTO-style update (learner/kto.py).
+"""Train: the LoRA policy on the base model, and the feedback objective (KTO, learner/kto.py).
 
     model = load_base(model_dir)
     policy, parent_used = make_policy(model, config, parent_dir=serving_adapter_or_None)
-    result = train_policy(policy, samples, config, progress=print)
+    objective = FeedbackObjective(samples, config)    # an objective of learner/update.py
+    result = train_policy(policy, samples, config, progress=print)  # the update, feedback alone
     save_adapter(policy, out_dir)           # peft format vLLM loads: no modules_to_save, no DoRA
 
 Only the LoRA weights are trainable (peft freezes the base), and the optimizer sees only
@@ -15,8 +16,8 @@ whose gradients accumulate; each micro-batch's loss (its own z0 and normalisatio
 learner/kto.py) counts in proportion to its samples, so an unsplit batch trains exactly as
 before. Between micro-batches freed memory goes back to the system (learner/memory.py), with
 `gradient_checkpointing` a layer's activations are recomputed in backward rather than kept,
-and the result carries the update's peak resident set (`peak_rss_gb`, sampled;
-`process_peak_rss_gb`, the process's high-water mark; curve `rss_gb` per step).
+and the update's result (learner/update.py) carries its peak resident set (`peak_rss_gb`,
+sampled; `process_peak_rss_gb`, the process's high-water mark; curve `rss_gb` per step).
 Device and precision come from `TrainConfig.device` / `dtype` (learner/device.py: CUDA in
 bfloat16 when present, else the CPU in float32; LoRA weights always float32); batches are
 made on the model's device. With a `Group` of several processes (learner/distributed.py)
@@ -27,13 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
-import random
 import shutil
-import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,8 +41,8 @@ from transformers import AutoModelForCausalLM
 from learner.batching import align_rows, batch_of, micro_batches, note_budget, unpad
 from learner.config import TrainConfig
 from learner.data import Sample
-from learner.device import Group, describe, model_device, resolve_device, resolve_dtype
-from learner.figures import Curves, feedback_figures
+from learner.device import Group, model_device, resolve_device, resolve_dtype
+from learner.figures import feedback_figures
 from learner.kto import (
     class_weights,
     completion_logits,
@@ -54,35 +51,8 @@ from learner.kto import (
     per_token_kl,
     token_logprobs,
 )
-from learner.memory import PeakRss, release
-
-Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
-
-
-@dataclass
-class TrainResult:
-    steps: int
-    samples: int
-    tokens: int  # prompt + completion tokens through the policy, all steps
-    seconds: float
-    tokens_per_s: float
-    losses: list[float] = field(default_factory=list)
-    final_loss: float = float("nan")
-    stopped_early: bool = False  # the max_seconds budget ran out
-    micro_batches: int = 0  # forward/backward passes: more than steps when batches were split
-    parent_used: bool = False
-    device: str = ""  # where the base ran, e.g. "cpu", "cuda:0"
-    dtype: str = ""  # its compute dtype, e.g. "float32", "bfloat16"
-    processes: int = 1  # data-parallel ranks that shared each batch
-    peak_rss_gb: float = 0.0  # highest resident set sampled during the update (GB)
-    process_peak_rss_gb: float = 0.0  # the process's high-water mark, ru_maxrss (GB)
-    # Per step (learner/figures.py): loss, rewards, preference accuracy, KL, importance, tokens/s.
-    curves: dict[str, list[float]] = field(default_factory=dict)
-
-    def metrics(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["losses"] = [round(x, 5) for x in self.losses]
-        return out
+from learner.memory import release
+from learner.update import Part, Progress, UpdateResult, run_update
 
 
 def load_base(
@@ -165,28 +135,42 @@ def completion_token_logprobs(
 
 
 class FeedbackObjective:
-    """The KTO-style loss on people's feedback (learner/kto.py), one batch at a time:
-    `backward(picked)` accumulates the gradients of the samples at `picked`, scaled by
-    `scale`, micro-batch by micro-batch. train_policy steps on it alone; learner/mixed.py
-    beside the task objective."""
+    """The KTO-style loss on people's feedback (learner/kto.py), an objective of the one
+    update (learner/update.py): `prepare` fixes the reference logprobs when there is no KL
+    penalty, `backward(policy, picked, scale)` accumulates the gradients of the samples at
+    `picked` micro-batch by micro-batch (split over a Group's ranks)."""
 
-    def __init__(self, policy: PeftModel, samples: Sequence[Sample], config: TrainConfig,
+    name = "feedback"
+    distributed = True
+
+    def __init__(self, samples: Sequence[Sample], config: TrainConfig,
                  group: Group | None = None):  # fmt: skip
         self.samples, self.config, self.group = list(samples), config, group or Group()
         note_budget(config)
         self.lambdas = class_weights(self.samples, config.desirable_weight,
                                      config.undesirable_weight)  # fmt: skip
-        # With a KL penalty the reference's full distributions are needed at every step (one
-        # no-grad forward); without, its token logprobs never change: compute them once.
-        self.reference = (
-            completion_token_logprobs(policy, self.samples, config, group=self.group)
-            if not config.kl_coef
-            else None
-        )
+        self.reference: dict[int, list[float]] | None = None
         self.last: dict[str, float | None] = {}  # the figures of the last backward()
+        self.tokens = self.micro_batches = 0
 
-    def backward(self, policy: PeftModel, picked: Sequence[int], scale: float = 1.0,
-                 result: TrainResult | None = None) -> float:  # fmt: skip
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def prepare(self, policy: PeftModel, used: Sequence[int]) -> None:
+        # With a KL penalty the reference's full distributions are needed at every step (one
+        # no-grad forward); without, its token logprobs never change: computed once, here.
+        if not self.config.kl_coef:
+            picks = [self.samples[i] for i in used]
+            ref = completion_token_logprobs(policy, picks, self.config, group=self.group)
+            self.reference = dict(zip(used, ref, strict=True))
+
+    def figures(self) -> dict[str, float | None]:
+        return self.last
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
+    def backward(self, policy: PeftModel, picked: Sequence[int], scale: float = 1.0) -> float:
         chunk = [self.samples[i] for i in picked]
         loss, kls, z0s, tokens, passes = 0.0, list[float](), list[float](), 0, 0
         rewards, desirable, importance = list[float](), list[bool](), list[float]()
@@ -212,9 +196,8 @@ class FeedbackObjective:
             kls, z0s, rewards, desirable, importance = (
                 [x for r in ranks for x in r[i]] for i in range(3, 8)
             )
-        if result is not None:
-            result.tokens += tokens
-            result.micro_batches += passes
+        self.tokens += tokens
+        self.micro_batches += passes
         self.last = feedback_figures(rewards, desirable, importance, z0s, self.config.is_cap)
         self.last["kl"] = sum(kls) / len(kls) if kls else None  # with a KL penalty only
         return loss
@@ -251,51 +234,14 @@ def train_policy(
     *,
     progress: Progress | None = None,
     group: Group | None = None,
-) -> TrainResult:
-    """Optimize the LoRA weights of `policy` on `samples` (the training split). With a
-    `group` of several ranks (learner/distributed.py), every rank calls this with the same
-    samples and config and ends with the same weights."""
-    started = time.monotonic()
-    if config.threads is not None:
-        torch.set_num_threads(config.threads)
-    samples, group = list(samples), group or Group()
-    params = [p for p in policy.parameters() if p.requires_grad]
-    per_epoch = math.ceil(len(samples) / config.batch_size)
-    total = config.max_steps or max(1, math.ceil(per_epoch * config.epochs))
-    order: list[int] = []
-    rng = random.Random(config.seed)
-    result = TrainResult(0, len(samples), 0, 0.0, 0.0, **describe(policy), processes=group.world)
-    curves = Curves()
-    with PeakRss() as rss:  # the reference logprobs' pass included
-        objective = FeedbackObjective(policy, samples, config, group)
-        optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-        policy.train()
-        for step in range(total):
-            if group.any(time.monotonic() - started > config.max_seconds):
-                result.stopped_early = True
-                break
-            picked, order = draw(order, len(samples), config.batch_size, rng)
-            optimizer.zero_grad(set_to_none=True)
-            step_started, tokens_before = time.monotonic(), result.tokens
-            loss = objective.backward(policy, picked, result=result)
-            group.sum_grads(params)  # every rank: the whole batch's gradient
-            torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-            optimizer.step()
-            result.losses.append(loss)
-            result.steps = step + 1
-            took = time.monotonic() - step_started
-            step_tokens_per_s = (result.tokens - tokens_before) / took if took > 0 else None
-            curves.add(loss=loss, **objective.last, tokens_per_s=step_tokens_per_s,
-                       rss_gb=rss.take())  # fmt: skip
-            if progress is not None:
-                progress(step + 1, total, loss)
-    policy.eval()
-    result.peak_rss_gb, result.process_peak_rss_gb = rss.peak_gb, rss.process_peak_gb
-    result.curves = curves.values
-    result.seconds = time.monotonic() - started
-    result.tokens_per_s = result.tokens / result.seconds if result.seconds > 0 else 0.0
-    result.final_loss = result.losses[-1] if result.losses else float("nan")
-    return result
+) -> UpdateResult:
+    """The one update (learner/update.py) on people's feedback alone: the LoRA weights of
+    `policy` on `samples` (the training split). With a `group` of several ranks
+    (learner/distributed.py), every rank calls this with the same samples and config and ends
+    with the same weights."""
+    objective = FeedbackObjective(samples, config, group)
+    return run_update(policy, [Part(objective, 1.0, config.epochs)], config,
+                      progress=progress, group=group)  # fmt: skip
 
 
 def save_adapter(policy: PeftModel, out_dir: Path) -> None:
@@ -311,23 +257,3 @@ def save_whole(policy: PeftModel, final: Path) -> None:
     save_adapter(policy, tmp)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
-
-
-def draw(
-    order: list[int], n: int, batch_size: int, rng: random.Random
-) -> tuple[list[int], list[int]]:
-    """(the next batch of sample indices, what is left): epochs of shuffled indices."""
-    if len(order) < batch_size:
-        fresh = list(range(n))
-        rng.shuffle(fresh)
-        order = order + fresh
-    return order[:batch_size], order[batch_size:]
-
-
-def batches(n: int, batch_size: int, steps: int, rng: random.Random) -> list[list[int]]:
-    """The first `steps` batches `draw` gives, drawn ahead (n samples)."""
-    out, order = [], list[int]()
-    for _ in range(steps):
-        picked, order = draw(order, n, batch_size, rng)
-        out.append(picked)
-    return out

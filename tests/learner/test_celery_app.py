@@ -18,7 +18,7 @@ from ground.broker import TASK_CYCLE, TASK_SCHEDULED, celery_options
 from ground.settings import Settings
 from learner import pipeline
 from learner.celery_app import make_app
-from learner.config import DataConfig, LearnerConfig
+from learner.config import CYCLES, DataConfig, LearnerConfig
 from tests.learner.synthetic_feedback import seed_feedback
 
 
@@ -96,7 +96,7 @@ def test_with_a_task_repo_the_schedule_runs_a_task_cycle_when_feedback_is_short(
     with transaction(ctx.db) as db:
         config = pipeline.run_config(db.get(LearnerRun, run_id))
     assert config.kind == "tasks" and config.tasks.repo == str(tmp_path / "repo")
-    assert pipeline.steps_of(config) == pipeline.TASK_STEPS
+    assert config.cycle.steps == pipeline.TASK_STEPS
     assert pipeline.scheduled_run(ctx) is None  # that run is still queued
     engine.dispose()
 
@@ -109,7 +109,7 @@ def test_train_and_rollouts_go_to_the_accel_queue_the_rest_to_the_learner_queue(
 
     split = Settings(home=tmp_path, learner_queue="cpu", learner_accel_queue="gpu")
     routed = {s.task.removeprefix("learner."): s.options["queue"]
-              for s in step_chain(7, pipeline.MIXED_STEPS, split).tasks}  # fmt: skip
+              for s in step_chain(7, CYCLES["mixed"].steps, split).tasks}  # fmt: skip
     assert routed == {"collect": "cpu", "tasks": "cpu", "rollouts": "gpu", "train": "gpu",
                       "evaluate": "cpu", "publish": "cpu", "deploy": "cpu"}  # fmt: skip
     one = Settings(home=tmp_path, learner_queue="all")

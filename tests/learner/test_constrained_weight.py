@@ -52,7 +52,8 @@ def weights(base_model: torch.nn.Module, sample: CallSample) -> torch.Tensor:
     """The weight of each completion token, the policy as it sampled (a fresh LoRA: B = 0)."""
     train = TrainConfig()
     policy, _ = make_policy(copy.deepcopy(base_model), train)
-    objective = TaskObjective(policy, [sample], train, TaskTrainConfig())
+    objective = TaskObjective([sample], train, TaskTrainConfig())
+    objective.prepare(policy, [0])
     old = torch.tensor(objective.old[0])
     behaviour = torch.tensor(sample.behaviour_logprobs[: len(old)])
     flag = torch.tensor([sample.constrained])

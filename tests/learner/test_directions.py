@@ -69,7 +69,7 @@ def calls(samples: list[Any], sign: float) -> list[CallSample]:
 def test_the_trajectory_objective_follows_the_sign_of_the_advantage(
     base_model: torch.nn.Module, batch: list[Any]
 ) -> None:
-    update = TaskTrainConfig(lr=1e-2, max_steps=1)
+    update = TaskTrainConfig()
     for sign in (1.0, -1.0):
         samples = calls(batch, sign)
         deltas = moved(base_model, batch,

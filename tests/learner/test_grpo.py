@@ -147,13 +147,14 @@ def test_one_update_moves_lora_weights_and_no_base_weight(
     assert stats.samples == 8 and stats.summary_samples == 4
     model = copy.deepcopy(base_model)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    train = TrainConfig(batch_size=8)
+    train = TrainConfig(batch_size=8, max_steps=1, lr=1e-2)
     policy, _ = make_policy(model, train)
     lora = {n: p.detach().clone() for n, p in policy.named_parameters() if "lora_" in n}
-    result = train_trajectories(policy, samples, train, TaskTrainConfig(max_steps=1, lr=1e-2))
+    result = train_trajectories(policy, samples, train, TaskTrainConfig())
     assert result.steps == 1 and result.tokens > 0
     # the behaviour logprobs were the base model's own: no gap between trainer and "engine"
-    assert result.gap.tokens > 0 and result.gap.mean_abs < 1e-3 and result.gap.share_capped == 0
+    gap = result.objectives["tasks"]["gap"]
+    assert gap.tokens > 0 and gap.mean_abs < 1e-3 and gap.share_capped == 0
     moved = [n for n, p in policy.named_parameters()
              if "lora_" in n and not torch.equal(p.detach(), lora[n])]  # fmt: skip
     assert moved, "no LoRA weight moved"

@@ -105,13 +105,14 @@ def test_no_trajectory_pass_is_over_the_budget(
     samples = [CallSample(f"r{i}", 1, "agent", s.prompt_ids * 6, s.completion_ids,
                           s.behaviour_logprobs, 1.0 if s.desirable else -1.0)
                for i, s in enumerate(feedback)]  # fmt: skip
-    train = TrainConfig(micro_batch_tokens=BUDGET, batch_size=8).model_copy(
+    train = TrainConfig(micro_batch_tokens=BUDGET, batch_size=8, max_steps=1).model_copy(
         update={"max_length": 4096}
     )
     policy, _ = make_policy(copy.deepcopy(base_model), train)
     with shapes_fed(policy) as seen:
-        result = train_trajectories(policy, samples, train, TaskTrainConfig(max_steps=1))
-    assert result.steps == 1 and result.tokens > 0 and result.gap.tokens > 0
+        result = train_trajectories(policy, samples, train, TaskTrainConfig())
+    assert result.steps == 1 and result.tokens > 0
+    assert result.objectives["tasks"]["gap"].tokens > 0
     assert seen and all(b * t <= BUDGET for b, t in seen), seen
     assert (1, BUDGET) in seen
     metrics = result.metrics()
@@ -119,8 +120,9 @@ def test_no_trajectory_pass_is_over_the_budget(
     assert metrics["curves"]["rss_gb"][0] > 0
     # an update of one step of 2 computes lp_old for those 2 samples alone
     two = train.model_copy(update={"batch_size": 2})
+    objective = TaskObjective(samples, two, TaskTrainConfig())
     with shapes_fed(policy) as seen:
-        objective = TaskObjective(policy, samples, two, TaskTrainConfig(), used=[5, 3, 5])
+        objective.prepare(policy, [3, 5])
     assert sorted(objective.old) == [3, 5] and sum(b for b, _ in seen) == 2
 
 

@@ -323,9 +323,12 @@ def test_a_mixed_cycle_trains_on_feedback_and_rollouts_in_one_update(
     assert run.status == "succeeded" or "evaluate" in (run.error or ""), run.error
     assert list(steps)[:4] == ["collect", *TASK_STEPS[:3]]
     assert steps["evaluate"]["metrics"]["tasks"]["decision"] == "deploy"
-    train = steps["train"]["metrics"]
-    assert train["feedback_samples"] > 0 and train["task_samples"] > 0
-    assert len(train["feedback_losses"]) == len(train["task_losses"]) == train["steps"] >= 1
+    train = steps["train"]["metrics"]  # one update (learner/update.py), both objectives
+    parts = train["objectives"]
+    assert parts["feedback"]["samples"] > 0 and parts["tasks"]["samples"] > 0
+    assert len(parts["feedback"]["losses"]) == len(parts["tasks"]["losses"]) == train["steps"] >= 1
+    first = parts["feedback"]["losses"][0] + parts["tasks"]["losses"][0]
+    assert train["losses"][0] == pytest.approx(first, abs=1e-5)  # the parts' losses, summed
     evaluation = steps["evaluate"]["metrics"]  # both gates looked at it
     assert sum(evaluation["items"].values()) > 0 and evaluation["tasks"]["candidate"]["rollouts"]
 
@@ -343,5 +346,5 @@ def test_a_mixed_cycle_without_enough_feedback_trains_on_its_rollouts_alone(
     train = steps["train"]["metrics"]
     chosen = steps["tasks"]["metrics"]["chosen"]
     assert train["groups"]["dropped_negative"] == 2 * len(chosen) == train["groups"]["rollouts"] / 2
-    assert train["feedback_samples"] == 0 and train["feedback_losses"] == []
-    assert train["task_samples"] > 0 and len(train["task_losses"]) == train["steps"]
+    assert list(train["objectives"]) == ["tasks"]  # no feedback part
+    assert len(train["objectives"]["tasks"]["losses"]) == train["steps"]
