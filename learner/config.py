@@ -77,6 +77,15 @@ class DataConfig(_Frozen):
     max_samples: int = Field(
         default=4096, ge=1, description="Newest labelled samples kept when there are more."
     )
+    replay: float = Field(
+        default=1.0,
+        ge=0,
+        description="Earlier training samples trained on again beside the new ones, per new "
+        "sample (newest first; not held out, not stale): a cycle continues the serving "
+        "adapter, and trained on the new feedback alone it forgets what earlier cycles taught "
+        "(measured on the dev model: every held-out accepted item of the last lesson got "
+        "worse). 0: the new feedback alone.",
+    )
     exclude_users: tuple[str, ...] = Field(
         default=(),
         description="User names whose feedback is never trained on, beside the users who "

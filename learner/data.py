@@ -132,11 +132,15 @@ def collect_samples(
     config: DataConfig,
     *,
     after_outcome_id: int,
+    upto_outcome_id: int | None = None,
 ) -> tuple[list[Sample], dict[str, Any]]:
-    """Labelled samples from outcomes in (after_outcome_id, settled], and a summary dict.
-    Each is marked held out or not by `is_heldout`; the held-out ones are never trained on
-    (the pipeline trains on the rest and scores the held-out pool, `heldout_pool`)."""
+    """Labelled samples from outcomes in (after_outcome_id, settled] (and <= upto_outcome_id
+    when given), and a summary dict. Each is marked held out or not by `is_heldout`; the
+    held-out ones are never trained on (the pipeline trains on the rest and scores the
+    held-out pool, `heldout_pool`)."""
     upper = settled_outcome_id(db, config.settle_s)
+    if upto_outcome_id is not None:
+        upper = min(upper, upto_outcome_id)
     newest = newest_published_version(db)
     counts = {"stale": 0, "undecided": 0, "empty": 0, "excluded_user": 0}
     excluded = excluded_user_ids(db, config.exclude_users)
@@ -173,6 +177,17 @@ def collect_samples(
         "user_weight_scaled": scaled,
     }
     return samples, summary
+
+
+def replay_samples(db: Session, config: DataConfig, *, cursor: int, new: int) -> list[Sample]:
+    """Earlier training samples to train on again: at most `config.replay` x `new` of the
+    newest whose outcome the training cursor has passed, not held out, not stale (the
+    staleness rule applies as to new samples: their behaviour logprobs must still be close)."""
+    room = int(config.replay * new)
+    if room <= 0 or cursor <= 0:
+        return []
+    earlier, _ = collect_samples(db, config, after_outcome_id=0, upto_outcome_id=cursor)
+    return [s for s in earlier if not s.heldout][-room:]
 
 
 def heldout_pool(db: Session, config: DataConfig, *, cap: int) -> list[Sample]:

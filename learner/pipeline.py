@@ -19,8 +19,10 @@ the gate: held-out items short of `gate.min_per_class`, or a candidate not surel
 the run ends `deferred`, deploys nothing and its feedback stays for the next cycle, since
 the training cursor moves only with a deployed run) or `StepFailed` (gate refused; bad
 config); anything else is a bug or an outage, recorded by `fail_run` (learner/runs.py, the
-bookkeeping, re-exported here). Collect trains on the new feedback that is not held out and
-scores the held-out pool of every cycle so far (learner/data.py `heldout_pool`).
+bookkeeping, re-exported here). Collect trains on the new feedback that is not held out, with
+as many earlier training samples again (`data.replay`: a cycle continues the serving adapter
+and would forget earlier lessons), and scores the held-out pool of every cycle so far
+(learner/data.py `replay_samples`, `heldout_pool`).
 """
 
 from __future__ import annotations
@@ -68,7 +70,13 @@ TASK_STEPS = CYCLES["tasks"].steps
 
 def collect(ctx: Context, run_id: int) -> dict[str, Any]:
     def body(config: LearnerConfig) -> dict[str, Any]:
-        from learner.data import collect_samples, heldout_pool, training_cursor, write_snapshot
+        from learner.data import (
+            collect_samples,
+            heldout_pool,
+            replay_samples,
+            training_cursor,
+            write_snapshot,
+        )
 
         timeout = ctx.settings.learner_visibility_timeout_s
         if config.train.max_seconds >= timeout:
@@ -80,12 +88,13 @@ def collect(ctx: Context, run_id: int) -> dict[str, Any]:
         with transaction(ctx.db) as db:
             cursor = training_cursor(db)
             samples, summary = collect_samples(db, config.data, after_outcome_id=cursor)
+            train = [s for s in samples if not s.heldout]
+            replayed = replay_samples(db, config.data, cursor=cursor, new=len(train))
             pool = heldout_pool(db, config.data, cap=config.gate.max_heldout)
-        train = [s for s in samples if not s.heldout]
         pooled = {"accepted": sum(s.desirable for s in pool),
                   "rejected": sum(not s.desirable for s in pool)}  # fmt: skip
-        summary.update(train=len(train), heldout_new=summary["heldout"], heldout=len(pool),
-                       heldout_pool=pooled)  # fmt: skip
+        summary.update(train=len(train), replayed=len(replayed), heldout_new=summary["heldout"],
+                       heldout=len(pool), heldout_pool=pooled)  # fmt: skip
         with transaction(ctx.db) as db:
             set_run_dataset(db, run_id=run_id, dataset=summary)
         short: RunSkipped | None = None
@@ -104,7 +113,7 @@ def collect(ctx: Context, run_id: int) -> dict[str, Any]:
             )  # fmt: skip
         if short and config.cycle.objectives == ("feedback",):
             raise short
-        samples = train + pool
+        samples = train + replayed + pool
         if short:  # a cycle with other objectives goes on without this one
             samples, summary["left_out"] = [], str(short)
         write_snapshot(ctx.run_dir(run_id) / "dataset.json", samples)

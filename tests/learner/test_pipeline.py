@@ -77,6 +77,7 @@ def test_a_cycle_publishes_deploys_continues_and_rolls_back(
     assert run2.status == "succeeded", run2.error
     steps2 = {s["name"]: s["metrics"] for s in run2.steps}
     assert steps2["collect"]["samples"] == 48, "only feedback after the last run"
+    assert steps2["collect"]["replayed"] > 0  # and v1's training samples again (data.replay)
     assert steps2["train"]["parent_version"] == 1 and steps2["evaluate"]["serving_version"] == 1
     adapters, active, _ = state(ctx)
     assert [a.version for a in adapters] == [1, 2] and adapters[1].parent_version == 1
