@@ -37,7 +37,9 @@ adapter serves) and `measure_s` (perplexity). Prints one JSON object on stdout:
 {"rounds": [...], "ratio": acceptance(N) / acceptance(0), "perplexity_ratio": ppl(N) / ppl(0),
 "goal_met": ratio >= 1.5 (regex) or 1.1 (intent) and perplexity_ratio <= 1.1,
 "decisions": the gate's verdicts counted (deploy / defer / refuse), "served_ratios": each
-round's acceptance over round 0's, "nothing_worse_shipped": all >= 0.9, ...}; each round is
+round's acceptance over round 0's, "shipped_rounds": rounds served by a policy the learner
+shipped, "nothing_worse_shipped": each of those >= 0.9, "same_policy_ratios": the rounds
+still served by round 0's policy (its own round-to-round noise), ...}; each round is
 also printed on stderr as it ends. The cycles run with the learner's defaults (the gate's
 included) unless the options say otherwise. Never part of the test run.
 """
@@ -239,6 +241,7 @@ async def run_bench(args: argparse.Namespace, system: System) -> dict[str, Any]:
         print(json.dumps(row), file=sys.stderr, flush=True)
     first, last = rounds[0]["acceptance_rate"], rounds[-1]["acceptance_rate"]
     ratio = last / first if first else None
+    shipped = [x for x in rounds if served(x) != served(rounds[0])]
     ppl_ratio = rounds[-1]["perplexity"] / rounds[0]["perplexity"]
     goal = GOALS[args.user]
     return {
@@ -253,15 +256,25 @@ async def run_bench(args: argparse.Namespace, system: System) -> dict[str, Any]:
         "perplexity_ratio": round(ppl_ratio, 4),
         "max_round_wall_s": max(x["wall_s"] for x in rounds),
         # The gate's verdicts, and the served policies against round 0: each round measures
-        # the policy serving then, so "nothing worse shipped" is every later round >= 0.9x.
+        # the policy serving then, so "nothing worse shipped" is every round served by a
+        # policy the learner shipped >= 0.9x (none shipped: true). The rounds still served
+        # by round 0's policy give the noise of one round's figure (`same_policy_ratios`).
         "decisions": dict(Counter(x["learn"]["decision"] for x in rounds if "learn" in x)),
         "served_ratios": [round(x["acceptance_rate"] / first, 4) if first else None
                           for x in rounds],
+        "shipped_rounds": len(shipped),
+        "same_policy_ratios": [round(x["acceptance_rate"] / first, 4) if first else None
+                               for x in rounds if served(x) == served(rounds[0])],
         "nothing_worse_shipped": bool(first) and all(
-            x["acceptance_rate"] >= 0.9 * first for x in rounds),
+            x["acceptance_rate"] >= 0.9 * first for x in shipped),
         "goal_met": bool(ratio is not None and ratio >= goal
                          and ppl_ratio <= MAX_PERPLEXITY_RATIO),
     }  # fmt: skip
+
+
+def served(row: dict[str, Any]) -> list[str]:
+    """The adapters that served a round's measured completions."""
+    return list((row.get("heldout_prompts") or row["train_prompts"])["served_by"])
 
 
 def default_model() -> Path:
