@@ -22,6 +22,7 @@ from agent_server.protocol import messages as p
 from agent_server.protocol.client import ProtocolClient
 from feedback.db import make_engine, make_sessionmaker
 from tests.fixtures.settings import REPO
+from tests.learner.conftest import FAST
 from tests.learner.synthetic_feedback import seed_feedback
 from tests.learner.worker import wait_for
 
@@ -39,9 +40,9 @@ async def test_up_learns_on_schedule_and_stops_everything(
            "APPRENTICE_MODEL_NAME": str(home / "models" / "dev"),  # the default installs one
            "APPRENTICE_TOKEN": TOKEN, "APPRENTICE_ADMIN_TOKEN": ADMIN,
            "APPRENTICE_LEARNER_INTERVAL_S": "2", "APPRENTICE_LEARNER_MIN_FEEDBACK": "20",
-           # Half held out, 3 of each kind: 32 outcomes give the gate evidence to deploy.
-           "APPRENTICE_LEARNER": json.dumps({"data": {"heldout_fraction": 0.5},
-                                             "gate": {"min_per_class": 3}}),
+           # The learner settings of the cycle tests (half held out, 3 of each kind, 12 steps):
+           # with the defaults' 6 short steps on 32 outcomes the gate deferred 1 run in 6.
+           "APPRENTICE_LEARNER": json.dumps(FAST),
            "OMP_WAIT_POLICY": "PASSIVE"}  # fmt: skip
     up = [sys.executable, "-m", "apprentice.cli", "up"]
     proc = subprocess.Popen(up, cwd=REPO, env=env, stdout=subprocess.PIPE,
@@ -63,7 +64,11 @@ async def test_up_learns_on_schedule_and_stops_everything(
 
         run = wait_for(scheduled_run_done, timeout=300, what="a scheduled learning cycle")
         logs = "\n".join(f.read_text()[-2000:] for f in (home / "logs").glob("*.log"))
-        assert run["status"] == "succeeded" and run["trigger"] == "schedule", (run, logs)
+        assert run["status"] == "succeeded" and run["trigger"] == "schedule", (
+            run["status"],
+            run.get("error"),
+            logs,
+        )
         assert len(api.get("/v1/admin/runs").json()) == 1, "one cycle for one batch of feedback"
 
         deadline = time.monotonic() + 10
