@@ -23,13 +23,13 @@ refuse over defer over deploy; the reasons of all are kept.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from learner.config import LearnerConfig
 from learner.runs import Context, RunSkipped, save_candidate
 
-Progress = Callable[[int, int, float], None]  # (step, total steps, loss)
+if TYPE_CHECKING:  # the update (torch, peft) loads when a step runs, not on import
+    from learner.update import Progress
 
 
 def train_candidate(

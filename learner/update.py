@@ -1,7 +1,7 @@
 """The update: every cycle's LoRA step runs here, whatever objectives the cycle names.
 
-    parts = [Part(FeedbackObjective(policy, samples, train), weight=1.0, epochs=train.epochs),
-             Part(TaskObjective(policy, calls, train, update), weight=1.0, epochs=update.epochs)]
+    parts = [Part(FeedbackObjective(samples, train), weight=1.0, epochs=train.epochs),
+             Part(TaskObjective(calls, train, update), weight=1.0, epochs=update.epochs)]
     result = run_update(policy, parts, train, progress=print)   # UpdateResult
 
 An objective (the `Objective` protocol: learner/train.py's `FeedbackObjective`, learner/grpo.py's
