@@ -21,13 +21,14 @@ OutcomeKind = Literal[
     "reverted",  # taken, then undone
     "persisted",  # taken and still there after the settle time
     "applied",  # a language-server code action's edit was applied by the editor
+    "written",  # not taken: final_text is what the person wrote at its place instead
 ]
 OUTCOME_KINDS: tuple[str, ...] = get_args(OutcomeKind)
 
 # The kinds an editor sends over the WebSocket (`applied` is the language server's own).
 EditorOutcomeKind = Literal[
     "accepted", "rejected", "partially_accepted", "edited_after_accept", "reverted",
-    "persisted", "shown",
+    "persisted", "shown", "written",
 ]  # fmt: skip
 EDITOR_OUTCOME_KINDS: tuple[str, ...] = get_args(EditorOutcomeKind)
 
@@ -40,7 +41,11 @@ DESIRABLE: frozenset[str] = frozenset(
     {"accepted", "persisted", "partially_accepted", "edited_after_accept"}
 )
 UNDESIRABLE: frozenset[str] = frozenset({"rejected", "reverted"})
-LABEL_KINDS: frozenset[str] = DESIRABLE | UNDESIRABLE  # shown / applied never decide one
+LABEL_KINDS: frozenset[str] = DESIRABLE | UNDESIRABLE  # shown / applied / written never do
+# A follow-up of a completion (or edit) that was not taken: within the settle time the person
+# wrote `final_text` at its place (the clients' rule: docs/protocol.md). It decides no label
+# (the rejection did); the learner's demonstration objective trains on (prompt, final_text).
+WRITTEN = "written"
 # The VS Code extension's reason on a "rejected" it sent because it could not show the
 # proposal: the person never saw it, so it is no label.
 EDITOR_REASON_PREFIX = "[editor] "
@@ -70,3 +75,4 @@ def is_adapter_name(name: str | None) -> bool:
 assert set(EDITOR_OUTCOME_KINDS) <= set(OUTCOME_KINDS)
 assert set(DECISION_KINDS) <= set(EDITOR_OUTCOME_KINDS)
 assert LABEL_KINDS.issubset(OUTCOME_KINDS)
+assert WRITTEN in EDITOR_OUTCOME_KINDS and WRITTEN not in LABEL_KINDS

@@ -122,6 +122,15 @@ class EditOutcome(_Message):
 
     The first accepted / rejected / partially_accepted outcome of an edit proposal is also the
     decision the waiting agent acts on. `client_event_id` makes the write idempotent.
+
+    `written` is a follow-up of a suggestion that was not taken (rejected, or only a prefix
+    of a completion taken): the settle time after the rejection, `final_text` is what the
+    person wrote at its place instead -- for an inline completion, the text typed at the
+    completion's position since (what stands between the text before it and the text after
+    it, followed through other edits; "" when nothing was); for an edit proposal, the file's
+    text when it changed. Not sent when the place cannot be followed (the document closed,
+    or changed too much). It decides no label; the learner trains on it as a demonstration
+    of what the model should have said (never on those of people who opted out).
     """
 
     type: Literal["edit.outcome"] = "edit.outcome"

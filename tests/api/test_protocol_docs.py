@@ -64,5 +64,5 @@ def test_the_outcome_kinds_on_the_wire_are_the_vocabularys() -> None:
     assert outcome["enum"] == list(EDITOR_OUTCOME_KINDS)
     assert outcome["enum"] == [
         "accepted", "rejected", "partially_accepted", "edited_after_accept", "reverted",
-        "persisted", "shown",
+        "persisted", "shown", "written",
     ]  # fmt: skip

@@ -50,7 +50,7 @@ def _schema_diff(url: str) -> list:
 def _cycle(url: str) -> None:
     assert current_revision(url) is None
     upgrade(url)
-    assert current_revision(url) == head_revision() == "0004"
+    assert current_revision(url) == head_revision() == "0005"
     assert _tables(url) == TABLES
     assert _schema_diff(url) == []
     downgrade(url, "base")

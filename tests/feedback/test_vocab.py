@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,10 @@ def test_label_kinds_partition_the_decisive_outcomes():
 
 def test_the_migrated_schema_allows_exactly_the_outcome_kinds():
     """Migrations are history and spell the kinds out; they must still agree with the vocab
-    (a new kind needs a migration that widens the CHECK constraint)."""
+    (a new kind needs a migration that widens the CHECK constraint): 0001's kinds, and
+    those 0005 added (its AFTER)."""
     tree = ast.parse((REPO / "migrations/versions/0001_initial_schema.py").read_text())
+    first: list[str] = []
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Call)
@@ -45,7 +48,13 @@ def test_the_migrated_schema_allows_exactly_the_outcome_kinds():
             and isinstance(node.args[2], ast.Constant)
             and node.args[2].value == "outcome_kind"
         ):
-            kinds = [a.value for a in node.args[3:] if isinstance(a, ast.Constant)]
-            assert tuple(kinds) == vocab.OUTCOME_KINDS
-            return
-    raise AssertionError("the outcome_kind enum was not found in migration 0001")
+            first = [a.value for a in node.args[3:] if isinstance(a, ast.Constant)]
+    assert first, "the outcome_kind enum was not found in migration 0001"
+    spec = importlib.util.spec_from_file_location(
+        "m0005", REPO / "migrations/versions/0005_written_outcomes.py"
+    )
+    assert spec and spec.loader
+    m0005 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m0005)
+    assert tuple(m0005.BEFORE) == tuple(first)
+    assert tuple(m0005.AFTER) == vocab.OUTCOME_KINDS
