@@ -3,16 +3,19 @@ extension's tests.
 
     python -m tests.vscode.dump_outcomes --database-url URL --session SESSION_ID
     python -m tests.vscode.dump_outcomes --database-url URL --suggestion ID [--suggestion ID2]
+    python -m tests.vscode.dump_outcomes --database-url URL --completions
 
 Output: {"session_id": ... (null without --session), "suggestions": [{"id", "session_id",
 "kind", "file_path", "proposed", "model", "adapter_version", "completion_token_ids",
 "completion_logprobs", "finish_reason", "outcomes": [{"kind", "reason", "accepted_part",
 "accepted_length", "final_text", "client_event_id"}, ...]}, ...], "events": [{"seq", "kind",
 "role", "loop_kind"}, ...]} (loop_kind: the agent loop's event kind, e.g. run_finished).
-Suggestions are the session's plus the named ones (an inline completion has no session), in
-creation order; outcomes and events in the order they were stored; "events" is empty without
---session. vscode-extension/test/integration/{session.test.ts,realServer.real.ts} read it to
-check what the extension's traffic became in the database.
+Suggestions are the session's plus the named ones (an inline completion need not have a
+session) plus, with --completions, every inline completion; in creation order; outcomes and
+events in the order they were stored; "events" is empty without --session.
+vscode-extension/test/integration/{session.test.ts,realServer.real.ts} read it to check what
+the extension's traffic became in the database, and the code-server e2e
+(vscode-extension/test/e2e/inlineCompletion.mjs) to wait for a completion's follow-up.
 """
 
 from __future__ import annotations
@@ -30,9 +33,14 @@ from feedback.models import Suggestion
 from feedback.queries import list_events
 
 
-def dump(database_url: str, session_id: str | None, suggestion_ids: Sequence[str] = ()) -> dict:
-    if session_id is None and not suggestion_ids:
-        raise ValueError("name a session or at least one suggestion")
+def dump(
+    database_url: str,
+    session_id: str | None,
+    suggestion_ids: Sequence[str] = (),
+    completions: bool = False,
+) -> dict:
+    if session_id is None and not suggestion_ids and not completions:
+        raise ValueError("name a session, at least one suggestion, or all completions")
     engine = make_engine(database_url)
     try:
         with Session(engine) as db:
@@ -41,6 +49,8 @@ def dump(database_url: str, session_id: str | None, suggestion_ids: Sequence[str
                 wanted.append(Suggestion.session_id == session_id)
             if suggestion_ids:
                 wanted.append(Suggestion.id.in_(list(suggestion_ids)))
+            if completions:
+                wanted.append(Suggestion.kind == "completion")
             rows = db.scalars(
                 select(Suggestion)
                 .where(or_(*wanted))
@@ -96,10 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--suggestion", action="append", default=[], help="a suggestion's id (repeatable)"
     )
+    parser.add_argument(
+        "--completions", action="store_true", help="every inline completion, whatever its session"
+    )
     args = parser.parse_args(argv)
-    if args.session is None and not args.suggestion:
-        parser.error("give --session, --suggestion or both")
-    json.dump(dump(args.database_url, args.session, args.suggestion), sys.stdout, indent=1)
+    if args.session is None and not args.suggestion and not args.completions:
+        parser.error("give --session, --suggestion or --completions (or several)")
+    found = dump(args.database_url, args.session, args.suggestion, args.completions)
+    json.dump(found, sys.stdout, indent=1)
     sys.stdout.write("\n")
     return 0
 

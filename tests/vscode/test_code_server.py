@@ -4,10 +4,15 @@ vscode-extension/test/e2e/code-server.e2e.mjs installs the packaged extension in
 code-server and drives one chat in Chromium through two turns (tests/vscode/e2e_script.json):
 an edit of a.py accepted from its card; then an edit of b.py with two hunks, hunk 1 accepted by
 its CodeLens and hunk 2 rejected on the card, and an edit of c.py rejected with a typed reason.
-It checks the files on disk. This test runs it against a fresh PostgreSQL database and then
+It checks the files on disk. Then an inline completion in d.py: triggered, shown as ghost text,
+dismissed with Escape, and other text typed in its place (the e2e settings make
+apprentice.outcomeSettleSeconds 2 s); once more triggered where the scripted model has nothing
+to say (an empty suggestion). This test runs it against a fresh PostgreSQL database and then
 reads the database: each decision the person clicked in the browser must be stored as that
 suggestion's outcome (`accepted`; `partially_accepted` with accepted_part [0]; `rejected`
-with the reason).
+with the reason, and no `written` since c.py was left as it was); the completion's outcomes
+must be `shown`, `rejected`, then `written` with the typed text as final_text; an empty
+suggestion has no outcome at all (nothing was shown).
 
 Needs: scripts/code-server.sh (code-server in .cache/code-server), scripts/extension.sh (the
 .vsix and node_modules with playwright-core), scripts/system-deps.sh (chromium).
@@ -50,10 +55,12 @@ def require_prerequisites() -> None:
         pytest.fail("chromium is missing: run scripts/system-deps.sh")
 
 
-def outcomes_of(db: Session, suggestion_id: str, file_path: str) -> list[Outcome]:
+def outcomes_of(
+    db: Session, suggestion_id: str, file_path: str, kind: str = "edit"
+) -> list[Outcome]:
     suggestion = db.get(Suggestion, suggestion_id)
     assert suggestion is not None, f"no suggestion {suggestion_id} ({file_path}) in the database"
-    assert (suggestion.kind, suggestion.file_path) == ("edit", file_path)
+    assert (suggestion.kind, suggestion.file_path) == (kind, file_path)
     return list(
         db.scalars(
             select(Outcome).where(Outcome.suggestion_id == suggestion_id).order_by(Outcome.id)
@@ -89,7 +96,9 @@ def test_edit_decisions_in_code_server_are_recorded(pg_head_url: str, tmp_path: 
         f"the e2e script failed (rc {done.returncode}); artifacts in {artifacts}:\n"
         f"{done.stderr[-8000:]}"
     )
-    for screenshot in ("chat-with-diff.png", "hunk-1-accepted.png", "partial-decision.png"):
+    screenshots = ("chat-with-diff.png", "hunk-1-accepted.png", "partial-decision.png",
+                   "completion-shown.png")  # fmt: skip
+    for screenshot in screenshots:
         assert (artifacts / screenshot).stat().st_size > 10_000, f"{screenshot} is empty"
 
     lines = [line for line in done.stdout.splitlines() if line.strip()]
@@ -99,7 +108,10 @@ def test_edit_decisions_in_code_server_are_recorded(pg_head_url: str, tmp_path: 
     partial_id = result["partial"]["suggestion_id"]
     rejected_id = result["rejected"]["suggestion_id"]
     typed_reason = result["rejected"]["reason"]
-    assert len({accepted_id, partial_id, rejected_id}) == 3, result
+    completion_id = result["completion"]["suggestion_id"]
+    empty_ids = result["completion"]["empty_ids"]
+    assert len({accepted_id, partial_id, rejected_id, completion_id}) == 4, result
+    assert empty_ids, f"no empty suggestion was stored: {result['completion']}"
     assert "Apprentice" in result["status_bar"]
 
     engine = make_engine(pg_head_url)
@@ -107,7 +119,15 @@ def test_edit_decisions_in_code_server_are_recorded(pg_head_url: str, tmp_path: 
         with Session(engine) as db:
             accepted = only_decision(outcomes_of(db, accepted_id, "a.py"), accepted_id)
             partial = only_decision(outcomes_of(db, partial_id, "b.py"), partial_id)
-            rejected = only_decision(outcomes_of(db, rejected_id, "c.py"), rejected_id)
+            rejected_outcomes = outcomes_of(db, rejected_id, "c.py")
+            rejected = only_decision(rejected_outcomes, rejected_id)
+            completion = db.get(Suggestion, completion_id)
+            completion_outcomes = outcomes_of(db, completion_id, "d.py", kind="completion")
+            empty = db.scalars(select(Suggestion).where(Suggestion.id.in_(empty_ids))).all()
+            empty_proposed = {(e.kind, e.proposed) for e in empty}
+            empty_outcomes = db.scalars(
+                select(Outcome).where(Outcome.suggestion_id.in_(empty_ids))
+            ).all()
     finally:
         engine.dispose()
     assert accepted.kind == "accepted"
@@ -115,3 +135,16 @@ def test_edit_decisions_in_code_server_are_recorded(pg_head_url: str, tmp_path: 
     assert partial.accepted_part == [0], f"hunks stored as accepted: {partial.accepted_part}"
     assert rejected.kind == "rejected"
     assert typed_reason and rejected.reason == typed_reason
+    # c.py was left as it was after the rejection: nothing was written instead.
+    assert "written" not in [o.kind for o in rejected_outcomes]
+
+    # The completion the person dismissed and wrote over (inlineCompletion.mjs).
+    assert completion is not None and completion.proposed == "0"
+    kinds = [o.kind for o in completion_outcomes]
+    assert kinds == ["shown", "rejected", "written"], kinds
+    assert completion_outcomes[1].reason == "dismissed"
+    written = completion_outcomes[2]
+    assert written.final_text == "a + b" == result["completion"]["written"]
+    # An empty suggestion showed nothing, so nothing was reported about it.
+    assert len(empty) == len(empty_ids) and empty_proposed == {("completion", "")}, empty_proposed
+    assert not empty_outcomes, [(o.suggestion_id, o.kind) for o in empty_outcomes]

@@ -41,7 +41,7 @@ export function activate(context: vscode.ExtensionContext): void {
     commandTimeoutSeconds: () => readSettings().commandTimeoutSeconds,
   });
 
-  // Follow-ups of accepted edits. The settle time is fixed per tracker, so a changed setting
+  // Follow-ups of decided edits (accepted, and rejected ones the person then wrote). The settle time is fixed per tracker, so a changed setting
   // makes a new tracker for the next accepts; the old ones finish what they track.
   const trackers: OutcomeTracker[] = [];
   const makeTracker = (): OutcomeTracker => {

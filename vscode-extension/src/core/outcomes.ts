@@ -1,8 +1,12 @@
-// `OutcomeTracker`: what became of an accepted edit. `settleMs` after the accepted text was
+// `OutcomeTracker`: what became of an edit proposal. `settleMs` after the accepted text was
 // written it reads the file again and reports "persisted" (unchanged), "reverted" (back to
 // the text before the edit, or deleted) or "edited_after_accept" (anything else, with the
 // final text). The session links an accept to the agent's next write_file of that path
 // through expectWrite/noteWritten, since the server (not the editor) writes the result.
+// A rejected proposal (trackRejected) is read again `settleMs` after the rejection: when the
+// person changed the file meanwhile, "written" with the file's text (what they wrote instead
+// of the proposal); unchanged or deleted, nothing. A write of the agent to that path in
+// between ends it (the text would no longer be the person's alone).
 
 import { pathKey } from "./writeGuard";
 import type { FollowUpKind } from "../protocol/vocab";
@@ -30,8 +34,14 @@ export interface TrackedEdit {
   acceptedText: string;
 }
 
+export interface RejectedEdit {
+  suggestionId: string;
+  path: string;
+  beforeText: string | undefined; // the file's text when it was rejected; undefined: none
+}
+
 export interface FollowUp {
-  kind?: FollowUpKind; // absent when the file could not be read (nothing was reported)
+  kind?: FollowUpKind; // absent when nothing was reported (unreadable, or nothing to say)
   finalText?: string;
   reported?: unknown; // what `report` resolved with (an OutcomeAck)
   error?: Error; // reading or reporting failed
@@ -41,6 +51,12 @@ const realTimers: Timers = {
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
 };
+
+/** What a rejected edit's file says after settling: written, or nothing when unchanged. */
+export function classifyRejected(edit: RejectedEdit, now: string | undefined): { kind: FollowUpKind; finalText: string } | undefined {
+  if (now === undefined || now === edit.beforeText) return undefined;
+  return { kind: "written", finalText: now };
+}
 
 /** Classify the text found after settling. */
 export function classifyFollowUp(edit: TrackedEdit, now: string | undefined): { kind: FollowUpKind; finalText?: string } {
@@ -57,6 +73,8 @@ export class OutcomeTracker {
   private readonly pending = new Map<unknown, () => void>();
   private readonly lastFollowUp = new Map<string, Promise<FollowUp | undefined>>();
   private readonly expected = new Map<string, { suggestionId: string; path: string; beforeText: string | undefined; handle: unknown }>();
+  /** Rejected edits waiting to settle, by path key: a write of the agent there ends them. */
+  private readonly rejected = new Map<string, Set<unknown>>();
   private disposed = false;
 
   constructor(private readonly opts: OutcomeTrackerOptions) {
@@ -68,14 +86,50 @@ export class OutcomeTracker {
   /** Follow `edit` up after settleMs. Resolves with what was reported, or undefined when
    * dispose() came first. Never rejects: failures come back as `error`. */
   track(edit: TrackedEdit): Promise<FollowUp | undefined> {
+    return this.after(() => undefined, () => this.settle(edit.path, edit.suggestionId, (now) => classifyFollowUp(edit, now)));
+  }
+
+  /** Follow a rejected edit up after settleMs: "written" when the person changed the file.
+   * Resolves like track(), and with undefined when an agent write to the path came first. */
+  trackRejected(edit: RejectedEdit): Promise<FollowUp | undefined> {
+    const key = pathKey(edit.path);
+    const followUp = this.after(
+      (handle) => {
+        const waiting = this.rejected.get(key) ?? new Set<unknown>();
+        waiting.add(handle);
+        this.rejected.set(key, waiting);
+      },
+      () => this.settle(edit.path, edit.suggestionId, (now) => classifyRejected(edit, now)),
+      (handle) => {
+        const waiting = this.rejected.get(key);
+        waiting?.delete(handle);
+        if (waiting?.size === 0) this.rejected.delete(key);
+      },
+    );
+    this.lastFollowUp.set(edit.suggestionId, followUp);
+    return followUp;
+  }
+
+  /** Run `settle` after settleMs; `started` sees the timer's handle, `ended` runs once it fired
+   * or was cancelled. */
+  private after(
+    started: (handle: unknown) => void,
+    settle: () => Promise<FollowUp>,
+    ended: (handle: unknown) => void = () => undefined,
+  ): Promise<FollowUp | undefined> {
     if (this.disposed) return Promise.resolve(undefined);
     return new Promise((resolve) => {
       const handle = this.timers.setTimeout(() => {
         this.pending.delete(handle);
+        ended(handle);
         if (this.disposed) return resolve(undefined);
-        void this.settle(edit).then(resolve);
+        void settle().then(resolve);
       }, this.settleMs);
-      this.pending.set(handle, () => resolve(undefined));
+      started(handle);
+      this.pending.set(handle, () => {
+        ended(handle);
+        resolve(undefined);
+      });
     });
   }
 
@@ -93,6 +147,7 @@ export class OutcomeTracker {
    * returns that tracking's promise, or undefined when nothing waited. */
   noteWritten(path: string, text: string): Promise<FollowUp | undefined> | undefined {
     const key = pathKey(path);
+    this.cancelRejected(key);
     const waiting = this.expected.get(key);
     if (!waiting) return undefined;
     this.expected.delete(key);
@@ -103,7 +158,19 @@ export class OutcomeTracker {
     return followUp;
   }
 
-  /** The tracking started for a suggestion by noteWritten (for callers and tests to await). */
+  /** The agent wrote the path: a rejected edit's file is no longer the person's text alone. */
+  private cancelRejected(key: string): void {
+    for (const handle of [...(this.rejected.get(key) ?? [])]) {
+      this.timers.clearTimeout(handle);
+      const cancel = this.pending.get(handle);
+      this.pending.delete(handle);
+      cancel?.();
+    }
+    this.rejected.delete(key);
+  }
+
+  /** The tracking started for a suggestion by noteWritten or trackRejected (for callers and
+   * tests to await). */
   followUpOf(suggestionId: string): Promise<FollowUp | undefined> | undefined {
     return this.lastFollowUp.get(suggestionId);
   }
@@ -122,18 +189,24 @@ export class OutcomeTracker {
     for (const e of this.expected.values()) this.timers.clearTimeout(e.handle);
     this.pending.clear();
     this.expected.clear();
+    this.rejected.clear();
   }
 
-  private async settle(edit: TrackedEdit): Promise<FollowUp> {
+  private async settle(
+    path: string,
+    suggestionId: string,
+    classify: (now: string | undefined) => { kind: FollowUpKind; finalText?: string } | undefined,
+  ): Promise<FollowUp> {
     let now: string | undefined;
     try {
-      now = await this.opts.readText(edit.path);
+      now = await this.opts.readText(path);
     } catch (err) {
-      return { error: new Error(`Could not read ${edit.path} to follow the edit up: ${(err as Error).message}`) };
+      return { error: new Error(`Could not read ${path} to follow the edit up: ${(err as Error).message}`) };
     }
-    const found = classifyFollowUp(edit, now);
+    const found = classify(now);
+    if (found === undefined) return {}; // nothing to report
     try {
-      const reported = await this.opts.report(edit.suggestionId, found.kind, found.finalText === undefined ? {} : { finalText: found.finalText });
+      const reported = await this.opts.report(suggestionId, found.kind, found.finalText === undefined ? {} : { finalText: found.finalText });
       return { ...found, reported };
     } catch (err) {
       return { ...found, error: err as Error };

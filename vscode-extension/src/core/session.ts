@@ -243,6 +243,11 @@ export class AgentSession {
       // Read before answering: the server writes the file only after it has the outcome.
       const beforeText = await this.host.tools.readFile(p.path).catch(() => undefined);
       this.host.outcomes.expectWrite({ suggestionId: p.suggestion_id, path: p.path, beforeText });
+    } else if (decision.outcome === "rejected" && this.host.outcomes && !decision.reason?.startsWith(EDITOR_REASON_PREFIX)) {
+      // The person said no: what they write in the file instead is followed up ("written").
+      // An editor's rejection decided nothing, so nothing is followed.
+      const beforeText = await this.host.tools.readFile(p.path).catch(() => undefined);
+      void this.host.outcomes.trackRejected({ suggestionId: p.suggestion_id, path: p.path, beforeText });
     }
     try {
       const ack = await this.reportOutcome(p.suggestion_id, decision.outcome, {

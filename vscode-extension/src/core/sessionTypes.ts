@@ -34,8 +34,9 @@ export interface EditorHost {
   reviewEdit(p: EditProposed): Promise<EditDecision>;
   /** Ask the person whether to run the command. */
   approveCommand(r: CommandApprovalRequest): Promise<boolean>;
-  /** When given, accepted edits are followed up (persisted / reverted / edited_after_accept):
-   * the session calls expectWrite on accept and noteWritten after the agent's write_file. */
+  /** When given, decided edits are followed up: accepted ones (persisted / reverted /
+   * edited_after_accept; the session calls expectWrite on accept and noteWritten after the
+   * agent's write_file), and ones the person rejected (written, via trackRejected). */
   outcomes?: OutcomeTracker;
 }
 

@@ -1,11 +1,13 @@
 // Inline completions (ghost text) from the agent server: debounced (the previous request's
 // cancellation token fires on each keystroke), prefix = the last ~4000 characters and
-// suffix = the next ~1000, skipped while offline. What the person does with the ghost text
-// is classified by core CompletionTracker from the document changes, and sent as edit.outcome
-// (shown, accepted, partially_accepted, rejected "dismissed").
+// suffix = the next ~1000, skipped while offline. An empty suggestion shows nothing. What the
+// person does with the ghost text is decided by core CompletionFeedback from the document
+// changes, and sent as edit.outcome: shown, accepted, partially_accepted, rejected
+// "dismissed", and -- outcomeSettleSeconds after one was not taken -- written, with what the
+// person wrote at its place instead.
 import * as path from "node:path";
 import * as vscode from "vscode";
-import { CompletionTracker, type CompletionReport } from "../core/completions";
+import { CompletionFeedback, type FeedbackExtra } from "../core/completionFeedback";
 import { sendOutcome } from "../core/sendOutcome";
 import type { CompletionOutcome } from "../protocol/vocab";
 import { isMessage } from "../protocol/messages";
@@ -20,8 +22,7 @@ const REQUEST_TIMEOUT_MS = 15_000;
 export const ACCEPTED_COMMAND = "apprentice.completionAccepted";
 
 export class InlineCompletions implements vscode.InlineCompletionItemProvider, vscode.Disposable {
-  private readonly tracker: CompletionTracker;
-  private readonly accepted = new Set<string>(); // ids already reported accepted: nothing after
+  private readonly feedback: CompletionFeedback;
   private readonly disposables: vscode.Disposable[] = [];
 
   constructor(
@@ -29,13 +30,16 @@ export class InlineCompletions implements vscode.InlineCompletionItemProvider, v
     private readonly log: Log,
     private readonly sessionId: () => string | undefined,
   ) {
-    this.tracker = new CompletionTracker((id, outcome, extra) => this.report(id, outcome, extra));
+    this.feedback = new CompletionFeedback((id, outcome, extra) => this.report(id, outcome, extra), {
+      settleMs: () => readSettings().outcomeSettleSeconds * 1000,
+    });
     this.disposables.push(
       vscode.languages.registerInlineCompletionItemProvider([{ scheme: "file" }, { scheme: "untitled" }], this),
       vscode.commands.registerCommand(ACCEPTED_COMMAND, (id: unknown, length: unknown) => this.acceptedByCommand(id, length)),
       vscode.workspace.onDidChangeTextDocument((e) => this.documentChanged(e)),
+      vscode.workspace.onDidCloseTextDocument((d) => this.feedback.documentClosed(d.uri.toString())),
       vscode.window.onDidChangeTextEditorSelection((e) => this.selectionChanged(e)),
-      vscode.window.onDidChangeActiveTextEditor(() => this.tracker.dismiss()),
+      vscode.window.onDidChangeActiveTextEditor(() => this.feedback.dismiss()),
     );
   }
 
@@ -45,6 +49,7 @@ export class InlineCompletions implements vscode.InlineCompletionItemProvider, v
     context: vscode.InlineCompletionContext,
     token: vscode.CancellationToken,
   ): Promise<vscode.InlineCompletionItem[] | undefined> {
+    const version = document.version; // `position` is in this version of the text
     const settings = readSettings();
     if (!settings.inlineCompletionsEnabled) return undefined;
     if (!this.manager.connection) return undefined; // offline: no waiting on a reconnect here
@@ -76,24 +81,28 @@ export class InlineCompletions implements vscode.InlineCompletionItemProvider, v
       this.log.warn(`Inline completion failed: ${describeError(error)}`);
       return undefined;
     }
-    if (token.isCancellationRequested || !reply.text) return undefined;
-    this.tracker.shown({ suggestionId: reply.suggestion_id, documentUri: document.uri.toString(), offset, text: reply.text });
-    const item = new vscode.InlineCompletionItem(reply.text, new vscode.Range(position, position), {
+    // A document changed while waiting: the offset is stale, and its place could not be followed.
+    if (token.isCancellationRequested || document.version !== version) return undefined;
+    const text = this.feedback.offer(reply, document.uri.toString(), offset);
+    if (text === undefined) return undefined; // an empty suggestion: nothing shown, nothing reported
+    const item = new vscode.InlineCompletionItem(text, new vscode.Range(position, position), {
       title: "Apprentice completion accepted",
       command: ACCEPTED_COMMAND,
-      arguments: [reply.suggestion_id, reply.text.length],
+      arguments: [reply.suggestion_id, text.length],
     });
     return [item];
   }
 
   dispose(): void {
     for (const d of this.disposables) d.dispose();
-    // A completion still on screen is not reported: we cannot know what became of it.
+    // A completion still on screen, or a place still followed for `written`, is not
+    // reported: we cannot know what became of it.
+    this.feedback.dispose();
   }
 
   private documentChanged(e: vscode.TextDocumentChangeEvent): void {
     if (e.contentChanges.length === 0) return;
-    this.tracker.onDocumentChange(
+    this.feedback.onDocumentChange(
       e.document.uri.toString(),
       e.contentChanges.map((c) => ({ offset: c.rangeOffset, removedLength: c.rangeLength, insertedText: c.text })),
     );
@@ -101,33 +110,32 @@ export class InlineCompletions implements vscode.InlineCompletionItemProvider, v
 
   /** The cursor left the ghost text (click, arrow keys): it was dismissed. */
   private selectionChanged(e: vscode.TextEditorSelectionChangeEvent): void {
-    const active = this.tracker.active;
+    const active = this.feedback.tracker.active;
     if (!active) return;
     const doc = e.textEditor.document;
     if (doc.uri.toString() !== active.documentUri) return;
     const cursor = doc.offsetAt(e.selections[0].active);
-    if (cursor !== active.offset + active.taken) this.tracker.dismiss();
+    if (cursor !== active.offset + active.taken) this.feedback.dismiss();
   }
 
   /** The item's command: VS Code inserted the whole completion (Tab). */
   private acceptedByCommand(id: unknown, length: unknown): void {
-    if (typeof id !== "string" || this.accepted.has(id)) return;
-    this.report(id, "accepted", { acceptedLength: typeof length === "number" ? length : undefined });
+    if (typeof id !== "string") return;
+    this.feedback.acceptedByCommand(id, typeof length === "number" ? length : undefined);
   }
 
-  private report(id: string, outcome: CompletionOutcome, extra: CompletionReport): void {
-    if (this.accepted.has(id)) return; // accepted already; a later settle is not news
-    if (outcome === "accepted") {
-      this.accepted.add(id);
-      if (this.accepted.size > 500) this.accepted.delete(this.accepted.values().next().value as string);
-    }
+  private report(id: string, outcome: CompletionOutcome, extra: FeedbackExtra): void {
     const conn = this.manager.connection;
     if (!conn) {
       this.log.warn(`Completion ${outcome} not reported (offline).`);
       return;
     }
-    this.log.info(`Completion ${id}: ${outcome}${extra.acceptedLength !== undefined ? ` (${extra.acceptedLength} characters)` : ""}.`);
-    sendOutcome(conn, id, outcome, { acceptedLength: extra.acceptedLength, reason: extra.reason }).catch((error) =>
+    const detail =
+      extra.acceptedLength !== undefined ? ` (${extra.acceptedLength} characters)`
+      : extra.finalText !== undefined ? ` (${extra.finalText.length} characters written)`
+      : "";
+    this.log.info(`Completion ${id}: ${outcome}${detail}.`);
+    sendOutcome(conn, id, outcome, { acceptedLength: extra.acceptedLength, reason: extra.reason, finalText: extra.finalText }).catch((error) =>
       this.log.error(`Reporting completion ${outcome} failed`, error),
     );
   }

@@ -9,7 +9,9 @@
 // on disk, the end of the turn, the status bar. Turn 2, in the same chat (editDecisions.mjs): a
 // two-hunk edit of b.py decided hunk by hunk (CodeLens accept, card reject -> partially
 // accepted, only hunk 1 on disk, a screenshot), then an edit of c.py rejected with a typed
-// reason. Prints {"suggestion_id", "partial", "rejected", ...} as the last stdout line, for
+// reason. Then an inline completion in d.py (inlineCompletion.mjs): shown, dismissed, other
+// text typed in its place, and its "written" follow-up awaited in the database. Prints
+// {"suggestion_id", "partial", "rejected", "completion", ...} as the last stdout line, for
 // tests/vscode/test_code_server.py to look up in the database; progress goes to stderr.
 // Exit 0 on success, 1 with the reason (plus failure.png and the logs) otherwise.
 //
@@ -28,6 +30,7 @@ import {
   collectExtensionLogs, codeServerEnv, installExtension, prepareUserData, startCodeServer,
 } from "./codeServer.mjs";
 import { secondTurn, WORKSPACE_FILES } from "./editDecisions.mjs";
+import { COMPLETION_FILES, rejectAndWrite } from "./inlineCompletion.mjs";
 import { readJsonLine, startProcess, stopProcess, waitFor, withTimeout } from "./processes.mjs";
 import { findFrameWith, launchBrowser, openWorkbench, runPaletteCommand, statusBarTexts } from "./workbench.mjs";
 
@@ -62,8 +65,7 @@ function checkPrerequisites() {
   if (missing.length) throw new Error(`cannot run the e2e test, missing:\n  - ${missing.join("\n  - ")}`);
 }
 
-async function startAgentServer() {
-  const databaseUrl = config.databaseUrl || `sqlite:///${path.join(tmp, "feedback.db")}`;
+async function startAgentServer(databaseUrl) {
   step(`starting the scripted agent server (database ${databaseUrl.replace(/\/\/[^@/]*@/, "//***@")})`);
   running.server = startProcess(
     "scripted agent server",
@@ -82,13 +84,16 @@ async function startAgentServer() {
 
 async function run() {
   checkPrerequisites();
-  const ready = await startAgentServer();
+  const databaseUrl = config.databaseUrl || `sqlite:///${path.join(tmp, "feedback.db")}`;
+  const ready = await startAgentServer(databaseUrl);
 
   const workspace = path.join(tmp, "workspace");
   const userData = path.join(tmp, "user-data");
   const extensions = path.join(tmp, "extensions");
   await mkdir(workspace, { recursive: true });
-  for (const [name, text] of Object.entries(WORKSPACE_FILES)) await writeFile(path.join(workspace, name), text);
+  for (const [name, text] of Object.entries({ ...WORKSPACE_FILES, ...COMPLETION_FILES })) {
+    await writeFile(path.join(workspace, name), text);
+  }
   await prepareUserData(userData, ready.ws_url);
   const csEnv = codeServerEnv(env, { token: ready.token, stateDir: tmp });
 
@@ -186,9 +191,13 @@ async function run() {
   const errorsAfter = await chat.locator(".msg.error").allInnerTexts();
   if (errorsAfter.length) throw new Error(`the chat shows errors after the second turn: ${JSON.stringify(errorsAfter)}`);
   await writeFile(path.join(config.artifacts, "chat.txt"), await chat.locator("#messages").innerText());
+
+  const completion = await rejectAndWrite({
+    page, artifacts: config.artifacts, step, python: config.python, repo: REPO, databaseUrl,
+  });
   return {
     suggestion_id: suggestionId, status_bar: statusBar, done: doneText, screenshot,
-    partial: second.partial, rejected: second.rejected, second_done: second.done,
+    partial: second.partial, rejected: second.rejected, second_done: second.done, completion,
   };
 }
 
@@ -218,7 +227,7 @@ async function cleanUp() {
 async function clearOldArtifacts() {
   await mkdir(config.artifacts, { recursive: true });
   for (const name of await readdir(config.artifacts)) {
-    if (/^(chat-with-diff|after-accept|hunk-1-accepted|partial-decision|failure)\.png$|^(agent-server|code-server|browser-console|apprentice-output-\d+)\.log$|^chat\.txt$/.test(name)) {
+    if (/^(chat-with-diff|after-accept|hunk-1-accepted|partial-decision|completion-shown|failure)\.png$|^(agent-server|code-server|browser-console|apprentice-output-\d+)\.log$|^chat\.txt$/.test(name)) {
       await rm(path.join(config.artifacts, name), { force: true });
     }
   }

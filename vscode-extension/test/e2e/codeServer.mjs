@@ -27,8 +27,17 @@ export function userSettings(serverUrl) {
     "git.enabled": false,
     "apprentice.serverUrl": serverUrl,
     "apprentice.autoStartServer": false,
-    // The test looks at the chat, not at ghost text; completions would add requests to the log.
-    "apprentice.inlineCompletions.enabled": false,
+    // The completion test triggers its ghost text itself; the scripted model answers any
+    // other completion request with an empty suggestion (nothing shown).
+    "apprentice.inlineCompletions.enabled": true,
+    // Follow-ups (persisted, written) after 2 s, not 30: the test waits for a written one.
+    "apprentice.outcomeSettleSeconds": 2,
+    // Nothing else pops up or types while the test types at the completion's place.
+    "editor.quickSuggestions": { "other": "off", "comments": "off", "strings": "off" },
+    "editor.suggestOnTriggerCharacters": false,
+    "editor.wordBasedSuggestions": "off",
+    "editor.autoClosingBrackets": "never",
+    "editor.autoClosingQuotes": "never",
   };
 }
 

@@ -1,5 +1,6 @@
 // Unit tests of src/core/outcomes.ts with fake timers: persisted, reverted, deleted,
-// edited_after_accept, expectWrite/noteWritten linking, report failures, dispose.
+// edited_after_accept, expectWrite/noteWritten linking, report failures, dispose, and the
+// written follow-up of rejected edits (trackRejected).
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -125,4 +126,43 @@ test("dispose cancels pending timers; their promises resolve undefined and nothi
   timers.advance(5000);
   assert.deepEqual(reports, []);
   assert.equal(await tracker.track(edit), undefined, "a disposed tracker tracks nothing");
+});
+
+test("a rejected edit: written with the file's text when the person changed it; nothing when unchanged or deleted", async () => {
+  const files = new Map([
+    ["a.py", "x = 5  # mine\n"],
+    ["b.py", "y = 1\n"],
+  ]);
+  const { timers, reports, tracker } = setup(files);
+  const changed = tracker.trackRejected({ suggestionId: "r1", path: "a.py", beforeText: "x = 1\n" });
+  const unchanged = tracker.trackRejected({ suggestionId: "r2", path: "b.py", beforeText: "y = 1\n" });
+  const deleted = tracker.trackRejected({ suggestionId: "r3", path: "gone.py", beforeText: "z = 1\n" });
+  const created = tracker.trackRejected({ suggestionId: "r4", path: "b.py", beforeText: undefined });
+  assert.equal(tracker.followUpOf("r1"), changed);
+  timers.advance(999);
+  await Promise.resolve();
+  assert.equal(reports.length, 0);
+  timers.advance(1);
+  const [r1, r2, r3, r4] = await Promise.all([changed, unchanged, deleted, created]);
+  assert.deepEqual(r1, { kind: "written", finalText: "x = 5  # mine\n", reported: { acked: "r1" } });
+  assert.deepEqual([r2, r3], [{}, {}], "nothing to report");
+  assert.equal(r4?.kind, "written", "a file that did not exist and now does was written");
+  assert.deepEqual(reports.sort((a, b) => a.id.localeCompare(b.id)), [
+    { id: "r1", kind: "written", finalText: "x = 5  # mine\n" },
+    { id: "r4", kind: "written", finalText: "y = 1\n" },
+  ]);
+});
+
+test("an agent write to a rejected edit's path ends its follow-up; dispose ends it too", async () => {
+  const files = new Map([["a.py", "x = 9\n"]]);
+  const { timers, reports, tracker } = setup(files);
+  const ended = tracker.trackRejected({ suggestionId: "r1", path: "a.py", beforeText: "x = 1\n" });
+  const other = tracker.trackRejected({ suggestionId: "r2", path: "b.py", beforeText: "" });
+  assert.equal(tracker.noteWritten("./a.py", "x = 9\n"), undefined, "no accept was waiting");
+  assert.equal(await ended, undefined);
+  assert.equal(tracker.pendingCount, 1);
+  tracker.dispose();
+  assert.equal(await other, undefined);
+  timers.advance(5000);
+  assert.deepEqual(reports, []);
 });

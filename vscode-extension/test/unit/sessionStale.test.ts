@@ -3,7 +3,8 @@
 // edit.outcome, then write_file of the accepted text) on real files (FsWorkspaceTools):
 // the person's lines added meanwhile survive the write, a write over changed hunk lines is
 // refused with file_changed, and a proposal the editor cannot show is reported as the
-// editor's ("[editor] "), not as the person's rejection.
+// editor's ("[editor] "), not as the person's rejection. A proposal the person rejects is
+// followed up: the file rewritten by them is reported "written"; the editor's rejections are not.
 
 import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -13,11 +14,12 @@ import { after, before, test } from "node:test";
 import { WebSocketServer, type WebSocket } from "ws";
 import { AgentConnection } from "../../src/core/connection";
 import { applyHunks } from "../../src/core/hunks";
+import { OutcomeTracker } from "../../src/core/outcomes";
 import { EDITOR_REASON_PREFIX } from "../../src/protocol/vocab";
 import { AgentSession, type EditDecision, type EditorHost, type SessionEvent, type UnsavedTexts } from "../../src/core/session";
 import { FsWorkspaceTools } from "../../src/core/tools";
 import type { Hunk } from "../../src/protocol/messages";
-import { tempDir } from "./helpers";
+import { FakeTimers, tempDir } from "./helpers";
 
 type Frame = Record<string, unknown> & { type: string };
 const READ = "a\nb = 2\nc\n";
@@ -177,6 +179,38 @@ test("a never-read file open with different unsaved text is not overwritten", { 
     const run = await runEdit("a.py", host, "b.py"); // read a.py, write b.py (never read)
     assert.equal((run.toolResults[1].error as { code: string }).code, "file_changed");
     assert.equal(readFileSync(join(ws.path, "b.py"), "utf8"), "saved\n");
+  } finally {
+    ws.cleanup();
+  }
+});
+
+test("a rejected proposal is followed up: written with the person's text; an [editor] rejection is not", { timeout: 10_000 }, async () => {
+  const ws = tempDir();
+  try {
+    writeFileSync(join(ws.path, "a.py"), READ);
+    const timers = new FakeTimers();
+    const reports: Array<{ id: string; kind: string; finalText?: string }> = [];
+    const tools = new FsWorkspaceTools(ws.path);
+    const outcomes = new OutcomeTracker({
+      readText: (p) => tools.readFile(p).catch(() => undefined),
+      report: (id, kind, extra) => void reports.push({ id, kind, ...extra }),
+      settleMs: 1000,
+      timers,
+    });
+    const host: EditorHost = { ...hostFor(ws.path, async () => ({ outcome: "rejected", reason: "no" })), outcomes };
+    const run = await runEdit("a.py", host);
+    assert.equal(run.outcome?.outcome, "rejected");
+    writeFileSync(join(ws.path, "a.py"), "a\nb = 4  # what I meant\nc\n"); // the person writes it their way
+    timers.advance(1000);
+    const followUp = await outcomes.followUpOf("e1");
+    assert.equal(followUp?.kind, "written", String(followUp?.error));
+    assert.deepEqual(reports, [{ id: "e1", kind: "written", finalText: "a\nb = 4  # what I meant\nc\n" }]);
+
+    const editor = new OutcomeTracker({ readText: async () => "changed", report: () => undefined, settleMs: 1000, timers });
+    await runEdit("a.py", { ...hostFor(ws.path, async () => { throw new Error("no editor window"); }), outcomes: editor });
+    assert.equal(editor.followUpOf("e1"), undefined, "the editor's rejection is not the person's");
+    assert.equal(editor.pendingCount, 0);
+    outcomes.dispose();
   } finally {
     ws.cleanup();
   }
