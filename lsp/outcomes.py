@@ -17,6 +17,12 @@ accepted, or rejected with an `[editor] ` reason when the editor did not apply t
 Accepted ones (and accepted or partially accepted completions) are followed up once the
 accept is stored: persisted / reverted / edited_after_accept after the settle time
 (lsp/followups.py); a rejection cancels the follow-up.
+Ones not taken are followed up with `written` (what the person wrote at their place instead)
+once the rejection is stored: a completion rejected, superseded or partially accepted; a
+code action rejected or superseded; a chat edit the person rejected while its accept's
+follow-up still waited. Not a rejection for a closed document (its place is gone), nor a
+chat edit the editor failed to apply (nobody saw it). A newer suggestion supersedes an
+older one but never cancels its follow-up.
 
 State changes happen synchronously when a message arrives, before any await, so messages
 are judged in the order the editor sent them. Event ids are derived from the suggestion and
@@ -31,7 +37,15 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-from lsp.followups import CompletionFollowUp, EditFollowUp, FollowUp, FollowUps, Read
+from lsp.followups import (
+    CompletionFollowUp,
+    EditFollowUp,
+    FollowUp,
+    FollowUps,
+    Read,
+    WrittenCompletion,
+    WrittenEdit,
+)
 from lsp.host import OutcomeRecord
 
 log = logging.getLogger(__name__)
@@ -44,7 +58,8 @@ class Pending:
     kind: str  # "inline" | "action"
     uri: str = ""
     text: str = ""  # inline: the completion offered...
-    offset: int = 0  # ...at this index of the document
+    offset: int = 0  # ...at this index of the document...
+    doc: str | None = None  # ...as it was then (kept until decided: a `written` follow-up's)
     expected: dict[str, str] = field(default_factory=dict)  # action: uri -> text if applied
     follow: dict[str, EditFollowUp] = field(default_factory=dict)  # action: id -> its file
     done: bool = False  # accepted or rejected already
@@ -55,9 +70,11 @@ def event_id(suggestion_id: str, kind: str) -> str:
 
 
 class OutcomeTracker:
-    def __init__(self, record: Record, read: Read, settle_s: float) -> None:
+    def __init__(
+        self, record: Record, read: Read, settle_s: float, read_open: Read | None = None
+    ) -> None:
         self._record = record
-        self.follow = FollowUps(read, self.write, settle_s)
+        self.follow = FollowUps(read, self.write, settle_s, read_open)
         self.pending: dict[tuple[str, str], Pending] = {}  # (uri, kind) -> newest
         self.by_id: dict[str, Pending] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -70,7 +87,7 @@ class OutcomeTracker:
         )
 
     def _background(
-        self, suggestion_id: str, kind: str, then: FollowUp | None = None, **fields: object
+        self, suggestion_id: str, kind: str, *then: FollowUp | None, **fields: object
     ) -> None:
         """Record without holding up the message that caused it (superseded, closed...);
         `then` is followed up once the row is stored (a follow-up must come after it)."""
@@ -81,8 +98,9 @@ class OutcomeTracker:
             except Exception:  # a failed log write must not take the editor's request down
                 log.exception("could not record %s for %s", kind, suggestion_id)
                 return
-            if then is not None:
-                self.follow.track(then)
+            for item in then:
+                if item is not None:
+                    self.follow.track(item)
 
         task = asyncio.ensure_future(run())
         self._tasks.add(task)
@@ -94,11 +112,22 @@ class OutcomeTracker:
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
+    def _written(self, p: Pending, sid: str) -> list[FollowUp]:
+        """The `written` follow-up of `sid` (offered in `p`, not decided yet), if any."""
+        if p.kind == "inline":
+            return [WrittenCompletion(sid, p.uri, p.doc, p.offset)] if p.doc is not None else []
+        f = p.follow.get(sid)
+        return [WrittenEdit(sid, f.uri, f.before, [f.accepted])] if f is not None else []
+
+    def _decided(self, p: Pending) -> None:
+        p.done, p.doc = True, None  # the snapshot is no longer needed: let it go
+
     def _reject(self, p: Pending, reason: str) -> None:
         if not p.done:
-            p.done = True
-            for sid in p.ids:
-                self._background(sid, "rejected", reason=reason)
+            for sid in p.ids:  # a closed document: the place to follow is gone
+                then = self._written(p, sid) if reason != "closed" else []
+                self._background(sid, "rejected", *then, reason=reason)
+            self._decided(p)
 
     # ---- events ------------------------------------------------------------------------
 
@@ -126,9 +155,9 @@ class OutcomeTracker:
         """The document's text now; a pending code action whose edit it holds is accepted."""
         p = self.pending.get((uri, "action"))
         if p is not None and not p.done and p.expected.get(uri) == text:
-            p.done = True
+            self._decided(p)
             for sid in p.ids:
-                self._background(sid, "accepted", then=p.follow.get(sid),
+                self._background(sid, "accepted", p.follow.get(sid),
                                  reason="applied in the editor")  # fmt: skip
 
     def mark_done(self, ids: list[str]) -> None:
@@ -136,14 +165,20 @@ class OutcomeTracker:
         for sid in ids:
             p = self.by_id.get(sid)
             if p is not None:
-                p.done = True
+                self._decided(p)
 
     def accepting(self, ids: list[str], accepted_length: int | None) -> list[FollowUp]:
         """As the accept arrives: done, and what to follow up once it is stored. A completion's
         span is found where it was offered, in the document as it is now (the client runs
-        the item's command after inserting it)."""
-        self.mark_done(ids)
+        the item's command after inserting it). A partial accept is followed up with
+        `written` too: what stands at the place (the taken prefix and what was typed)."""
         found: list[FollowUp] = []
+        for sid in ids:
+            p = self.by_id.get(sid)
+            if p is not None and not p.done and p.kind == "inline" and (
+                    accepted_length is not None and accepted_length < len(p.text)):  # fmt: skip
+                found += self._written(p, sid)
+        self.mark_done(ids)
         for sid in ids:
             p = self.by_id.get(sid)
             if p is not None and p.kind == "action" and sid in p.follow:
@@ -157,10 +192,21 @@ class OutcomeTracker:
                     log.info("%s: accepted text not found at its offset", sid)
         return found
 
-    def rejecting(self, ids: list[str]) -> None:
-        """The person's rejection: done, and no follow-up of an earlier accept any more."""
+    def rejecting(self, ids: list[str]) -> list[FollowUp]:
+        """The person's rejection: done, and no follow-up of an earlier accept any more.
+        Returns the `written` follow-ups to track once the rejection is stored: of what was
+        still offered, and of an agent edit whose accept was still being followed up."""
+        found: list[FollowUp] = []
+        for sid in ids:
+            p = self.by_id.get(sid)
+            if p is not None and not p.done:
+                found += self._written(p, sid)
         self.mark_done(ids)
-        self.follow.cancel(ids)
+        for f in self.follow.cancel(ids):
+            if isinstance(f, EditFollowUp):  # applied, then rejected: the agent's texts
+                found.append(WrittenEdit(f.suggestion_id, f.uri, f.before,
+                                         [f.accepted, *f.later]))  # fmt: skip
+        return found
 
     def offered_length(self, suggestion_id: str) -> int | None:
         p = self.by_id.get(suggestion_id)

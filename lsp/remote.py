@@ -7,8 +7,8 @@ plays the editor's part of the WebSocket protocol (agent_server/protocol/message
 answers `tool.request`s from the editor's buffers and the disk (lsp/overlay.py), turns
 `edit.proposed` diffs into the LSP side's review (workspace/applyEdit in chat), asks the
 person about commands, and sends outcomes as `edit.outcome` (acknowledged when stored),
-follow-ups (persisted / reverted / edited_after_accept) included. A diff that does not fit
-the buffer is rejected with an `[editor] ` reason: nobody saw it.
+follow-ups (persisted / reverted / edited_after_accept, and `written`) included. A diff
+that does not fit the buffer is rejected with an `[editor] ` reason: nobody saw it.
 One reader task routes the server's messages: replies by their `id`, a turn's messages by
 its session. The difference from the in-process mode: code actions run as commands with
 workspace/applyEdit (a resolve would have to tell the waiting agent "accepted" before the

@@ -68,7 +68,8 @@ class ApprenticeServer(LanguageServer):
         self.config, self.host_factory = config, host_factory
         self._host: AgentHost | None = None
         self.root: str = os.getcwd()
-        self.outcomes = OutcomeTracker(self._record, self.text_now, config.outcome_settle_s)
+        self.outcomes = OutcomeTracker(self._record, self.text_now, config.outcome_settle_s,
+                                       read_open=self.open_text)  # fmt: skip
         self.inline_tasks: dict[str, asyncio.Task[Any]] = {}  # uri -> newest request
         self.chat_session: str | None = None  # the connection's current chat session
         self.chat_lock = asyncio.Lock()  # one chat turn at a time per connection
@@ -86,6 +87,11 @@ class ApprenticeServer(LanguageServer):
 
     async def _record(self, outcome: OutcomeRecord) -> None:
         await self.host.record_outcome(outcome)
+
+    def open_text(self, uri: str) -> str | None:
+        """A document's text in the editor's buffer; None when it is not open."""
+        doc = self.workspace.text_documents.get(uri)
+        return doc.source if doc is not None else None
 
     def text_now(self, uri: str) -> str | None:
         """A document's text as the editor has it: the open buffer, else the disk, else None."""

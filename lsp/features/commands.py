@@ -9,10 +9,12 @@
   apprentice.accept [{"suggestionId": id, "acceptedLength"?: n} | {"suggestionIds": [...]}]
                     accepted, or partially_accepted when acceptedLength is below what was
                     offered; `eventId` (optional) is the client's idempotency key. Followed
-                    up after the settle time (persisted / reverted / edited_after_accept).
+                    up after the settle time (persisted / reverted / edited_after_accept;
+                    a partial accept also `written`).
   apprentice.reject [{"suggestionId" | "suggestionIds", "reason"?: "dismissed"}]
                     the person's rejection, also of a chat edit already applied (its
-                    follow-up is cancelled).
+                    follow-up is cancelled). Followed up with `written` after the settle
+                    time (lsp/followups.py: what the person wrote at its place instead).
   apprentice.status []  -> {mode, server, model, adapter, adapterVersion, database, ...}
 Arguments are validated; a bad one is an InvalidParams error that says what is expected.
 """
@@ -141,10 +143,13 @@ def register(server: ApprenticeServer) -> None:
     @server.command("apprentice.reject")
     async def reject(ls: ApprenticeServer, *args: Any) -> dict[str, Any]:
         a: OutcomeArgs = parse(OutcomeArgs, "apprentice.reject", args)
-        ls.outcomes.rejecting(a.ids)  # also of a chat edit already applied: the person's no
+        # Also of a chat edit already applied: the person's no. Before any await, like accept.
+        written = ls.outcomes.rejecting(a.ids)
         async with request_errors("apprentice.reject"):
             for sid in a.ids:
                 await _write(ls, sid, "rejected", a, reason=a.reason or "dismissed")
+        for item in written:  # once the rejections are stored: `written` comes after them
+            ls.outcomes.follow.track(item)
         return {"recorded": ["rejected"] * len(a.ids)}
 
     @server.command("apprentice.status")

@@ -6,7 +6,10 @@ generating, and the suggestion it had shown is rejected as superseded. The sugge
 is stored before the item is returned; returning it records `shown`. The item's command
 (`apprentice.accept`) reports acceptance; clients that accept part of it send
 `apprentice.accept` with a smaller `acceptedLength` (partially_accepted). Either is followed
-up after the settle time (lsp/followups.py: what became of the inserted text).
+up after the settle time (lsp/followups.py: what became of the inserted text). One not taken
+(rejected, superseded, or only partially accepted) is followed up with `written`: what the
+person wrote at its position since, "" when nothing. An empty answer (the model wrote
+nothing, or only blanks or a fence) shows nothing: no item, no `shown`.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ def register(server: ApprenticeServer) -> None:
             if not suggestion.text.strip():
                 return types.InlineCompletionList(items=[])
             ls.outcomes.offered(uri, "inline", [suggestion.suggestion_id],
-                                text=suggestion.text, offset=offset)  # fmt: skip
+                                text=suggestion.text, offset=offset, doc=text)  # fmt: skip
             async with request_errors("recording the shown outcome"):
                 await asyncio.shield(ls.outcomes.write(suggestion.suggestion_id, "shown"))
         finally:

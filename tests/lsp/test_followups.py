@@ -1,7 +1,8 @@
 """The follow-up rules of lsp/followups.py, and the settle option of lsp/config.py.
 
-Pure functions and the `FollowUps` scheduler on an in-memory document (tens of
-milliseconds of settle time); the end-to-end cases are in test_outcome_labels.py.
+Pure functions, the `FollowUps` scheduler and the `OutcomeTracker` (lsp/outcomes.py: which
+decision starts which follow-up) on an in-memory document (tens of milliseconds of settle
+time); the end-to-end cases are in test_outcome_labels.py.
 Run: .venv/bin/python -m pytest tests/lsp/test_followups.py -q
 """
 
@@ -17,10 +18,15 @@ from lsp.followups import (
     CompletionFollowUp,
     EditFollowUp,
     FollowUps,
+    WrittenCompletion,
+    WrittenEdit,
     classify_completion,
     classify_edit,
+    classify_written,
     span_now,
 )
+from lsp.host import OutcomeRecord
+from lsp.outcomes import OutcomeTracker
 
 DOC = "def add(a, b):\n    return a + b\n\nprint(add(1, 2))\n"
 START = DOC.index("a + b")
@@ -117,6 +123,187 @@ async def test_shutdown_drops_what_still_waits():
     follow.track(EditFollowUp("a", "u", "v0\n", "v1\n"))
     await asyncio.wait_for(follow.close(), 1)
     assert doc.written == []
+
+
+# ---- `written`: what the person wrote where a suggestion was not taken ------------------
+
+STUB = "def add(a, b):\n    return \n\nprint(add(1, 2))\n"
+AT = STUB.index("return ") + len("return ")  # the cursor a completion was offered at
+
+
+def typed(text: str, doc: str = STUB, at: int = AT) -> str:
+    return doc[:at] + text + doc[at:]
+
+
+@pytest.mark.parametrize(
+    ("now", "written"),
+    [
+        (STUB, ""),  # nothing typed: staying quiet was right
+        (typed("max(a, b)"), "max(a, b)"),  # typed at the place
+        (typed("a\n    # and more"), "a\n    # and more"),  # more than a line
+        (typed("\n    x = 1"), "\n    x = 1"),  # a new line from the end of the line
+        ("# adds\n" + STUB + "print(3)\n", ""),  # typed elsewhere only
+        ("# adds\n" + typed("a - b"), "a - b"),  # elsewhere and at the place
+        (STUB.replace("def add(a, b):\n", ""), ""),  # deleted before it, nothing typed
+        (typed("a - b").replace("def add(a, b):\n", ""), "a - b"),  # deleted before it, typed
+        (STUB.replace("    return \n", ""), ""),  # its line deleted
+    ],
+)
+def test_written_is_what_stands_at_the_place(now: str, written: str):
+    assert span_now(STUB, AT, AT, now, written=True) == written
+    f = WrittenCompletion("s", "u", STUB, AT)
+    assert classify_written(f, now) == ("written", written)
+
+
+def test_written_after_a_partial_accept_starts_at_the_place():
+    # "a + b" offered, "a " taken (the editor inserted it), then "* b" typed.
+    assert span_now(STUB, AT, AT, typed("a * b"), written=True) == "a * b"
+    # What the taken prefix alone still says of the accepted span: untouched.
+    after_accept = typed("a ")
+    assert span_now(after_accept, AT, AT + 2, typed("a * b")) == "a "
+
+
+def test_written_of_a_place_that_cannot_be_followed_is_nothing():
+    f = WrittenCompletion("s", "u", STUB, AT)
+    assert classify_written(f, None) is None  # the document closed or gone
+    huge = "x" * (MAX_DIFF_CHARS + 10) + "a * b" + "y" * (MAX_DIFF_CHARS + 10)
+    assert classify_written(f, huge) is None  # changed too much to diff: not a guess
+
+
+def test_written_edit_is_the_text_now_when_the_person_changed_it():
+    f = WrittenEdit("s", "u", before="old\n", agent=["agent\n"])
+    assert classify_written(f, "mine\n") == ("written", "mine\n")
+    assert classify_written(f, "old\n") is None  # nothing written
+    assert classify_written(f, "agent\n") is None  # the agent's text, not the person's
+    assert classify_written(f, None) is None  # gone
+    created = WrittenEdit("s", "u", before=None, agent=["new\n"])
+    assert classify_written(created, "") is None  # an empty file: nothing written
+    assert classify_written(created, "mine\n") == ("written", "mine\n")
+
+
+async def test_only_so_many_places_are_followed_at_once():
+    doc = Doc(typed("x"))
+    follow = FollowUps(doc.read, doc.write, settle_s=0.05)
+    follow.max_written = 2
+    for sid in ("oldest", "older", "newest"):  # superseded one after another
+        follow.track(WrittenCompletion(sid, "u", STUB, AT))
+    await asyncio.sleep(0.2)
+    assert sorted(doc.written) == [("newest", "written", "x"), ("older", "written", "x")]
+
+
+class Recorded:
+    """The OutcomeTracker's store: (suggestion id, kind, reason, final_text) as written."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str | None, str | None]] = []
+
+    async def record(self, o: OutcomeRecord) -> None:
+        self.rows.append((o.suggestion_id, o.kind, o.reason, o.final_text))
+
+    def of(self, sid: str) -> list[tuple[str, str | None, str | None]]:
+        return [(kind, reason, text) for s, kind, reason, text in self.rows if s == sid]
+
+
+def tracker(docs: dict[str, str | None], settle_s: float = 0.05):
+    """An OutcomeTracker on the documents `docs` (uri -> text; missing or None: gone)."""
+    store = Recorded()
+    return OutcomeTracker(store.record, docs.get, settle_s), store
+
+
+async def reject(t: OutcomeTracker, sid: str) -> None:
+    """What apprentice.reject does (lsp/features/commands.py)."""
+    written = t.rejecting([sid])
+    await t.write(sid, "rejected", reason="dismissed")
+    for item in written:
+        t.follow.track(item)
+
+
+async def test_a_rejected_completion_is_followed_by_what_was_typed_at_it():
+    docs: dict[str, str | None] = {"u": STUB}
+    t, store = tracker(docs)
+    t.offered("u", "inline", ["s"], text="a + b", offset=AT, doc=STUB)
+    await reject(t, "s")
+    await reject(t, "s")  # twice: one `written` all the same
+    docs["u"] = "# adds\n" + typed("sum((a, b))")
+    await asyncio.sleep(0.3)
+    assert store.of("s") == [("rejected", "dismissed", None), ("rejected", "dismissed", None),
+                             ("written", None, "sum((a, b))")]  # fmt: skip
+
+
+async def test_a_newer_completion_does_not_cancel_the_older_ones_written():
+    docs: dict[str, str | None] = {"u": STUB}
+    t, store = tracker(docs)
+    t.offered("u", "inline", ["first"], text="a + b", offset=AT, doc=STUB)
+    docs["u"] = typed("m")  # the person types on; the editor asks again
+    t.offered("u", "inline", ["second"], text="in(a, b)", offset=AT + 1, doc=typed("m"))
+    await reject(t, "second")
+    docs["u"] = typed("max(a, b)")
+    await asyncio.sleep(0.3)
+    assert store.of("first") == [("rejected", "superseded", None), ("written", None, "max(a, b)")]
+    assert store.of("second") == [("rejected", "dismissed", None), ("written", None, "ax(a, b)")]
+
+
+async def test_nothing_typed_is_written_empty_and_a_lost_place_says_nothing():
+    docs: dict[str, str | None] = {"quiet": STUB, "closed": STUB, "gone": STUB}
+    t, store = tracker(docs)
+    for uri in docs:
+        t.offered(uri, "inline", [uri], text="a + b", offset=AT, doc=STUB)
+    await reject(t, "quiet")
+    t.closed("closed")  # rejected (closed): the place is gone with the buffer
+    await reject(t, "gone")
+    docs["gone"] = None  # ...as it is when the document is gone by the time it settles
+    await asyncio.sleep(0.3)
+    assert store.of("quiet") == [("rejected", "dismissed", None), ("written", None, "")]
+    assert store.of("closed") == [("rejected", "closed", None)]
+    assert store.of("gone") == [("rejected", "dismissed", None)]
+
+
+async def test_a_partial_accept_is_followed_up_both_ways():
+    docs: dict[str, str | None] = {"u": typed("a ")}  # "a " of "a + b" taken and inserted
+    t, store = tracker(docs)
+    t.offered("u", "inline", ["s"], text="a + b", offset=AT, doc=STUB)
+    follow_ups = t.accepting(["s"], 2)
+    await t.write("s", "partially_accepted", accepted_length=2)
+    for item in follow_ups:
+        t.follow.track(item)
+    docs["u"] = typed("a * b")
+    await asyncio.sleep(0.3)
+    first, *follow = store.of("s")
+    assert first == ("partially_accepted", None, None)
+    assert sorted(follow) == [("persisted", None, None), ("written", None, "a * b")]
+
+
+async def test_shutdown_drops_written_follow_ups_not_guessed():
+    docs: dict[str, str | None] = {"u": STUB}
+    t, store = tracker(docs)
+    t.offered("u", "inline", ["waiting"], text="a + b", offset=AT, doc=STUB)
+    await reject(t, "waiting")
+    t.offered("u", "inline", ["storing"], text="a + b", offset=AT, doc=STUB)
+    t.superseded("u", "inline")  # its rejection is being stored as the server shuts down
+    docs["u"] = typed("a - b")
+    await asyncio.wait_for(t.close(), 1)
+    await asyncio.sleep(0.3)
+    assert [(sid, kind) for sid, kind, _, _ in store.rows] == [
+        ("waiting", "rejected"), ("storing", "rejected")]  # fmt: skip
+
+
+async def test_rejected_agent_edits_are_followed_by_the_persons_text():
+    docs: dict[str, str | None] = {"a": "fixed by hand\n", "kept": "agent\n", "own": "mine\n"}
+    t, store = tracker(docs)
+    # A code action offered (not applied) and rejected; the person wrote their own fix.
+    action = EditFollowUp("action", "a", "buggy\n", "fixed by the agent\n")
+    t.offered("a", "action", ["action"], follow={"action": action})
+    await reject(t, "action")
+    # Chat edits applied (their accepts followed up), then rejected by the person: one
+    # still holds the agent's text (nothing the person wrote), one the person's own.
+    for sid in ("kept", "own"):
+        t.follow.track(EditFollowUp(sid, sid, "old\n", "agent\n"))
+        await reject(t, sid)
+    await asyncio.sleep(0.3)
+    assert store.of("action") == [("rejected", "dismissed", None),
+                                  ("written", None, "fixed by hand\n")]  # fmt: skip
+    assert store.of("kept") == [("rejected", "dismissed", None)]
+    assert store.of("own") == [("rejected", "dismissed", None), ("written", None, "mine\n")]
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,10 @@
 A real agent server (uvicorn, PostgreSQL, the scripted model) runs in this process; the
 real language server (`python -m lsp --server ws://...`) is a subprocess; a pytest-lsp client
 plays the editor. The client asks for a 0.4 s settle time (initializationOptions), so each
-follow-up is awaited by polling the database. The last two tests run the in-process mode:
-a resolved code action's accept is followed up the same way (SQLite and PostgreSQL), and a
-bad settle option is logged to the editor without stopping the server.
+follow-up is awaited by polling the database. Suggestions not taken are followed up with
+`written`: what the person wrote at their place instead. The in-process mode (SQLite and
+PostgreSQL): a resolved code action's accept is followed up the same way, rejections with
+`written` too, and a bad settle option is logged to the editor without stopping the server.
 Run: .venv/bin/python -m pytest tests/lsp/test_outcome_labels.py -q
 """
 
@@ -195,3 +196,105 @@ async def test_a_bad_settle_option_is_logged_not_fatal(tmp_path: Path, root: Pat
         status = await run_command(client, "apprentice.status")
     assert any("outcomeSettleSeconds" in w and "'soon'" in w for w in warnings), warnings
     assert status["mode"] == "local"  # ...and serves
+
+
+@pytest.mark.postgres
+async def test_completions_not_taken_are_followed_by_what_was_written(
+    remote, root: Path, pg_head_url: str
+):
+    """Rejected, superseded or partially accepted: `written`, the settle time later, with
+    what the person wrote at the completion's place (read back from PostgreSQL)."""
+    command, env = remote
+    line = "max(a, b)"  # the person's own line, at the place "a + b" was offered
+    names = ["rejected.py", "quiet.py", "superseded.py", "partial.py"]
+    async with lsp_session(command, env, root, init_options=SETTLE) as (client, editor):
+        uris = {}
+        for name in names:
+            (root / name).write_text(STUB)
+            uris[name] = editor.open(name, STUB)
+
+        async def offer(name: str, character: int = 11) -> str:
+            params = inline_params(uris[name], 1, character)
+            got = await client.text_document_inline_completion_async(params)
+            assert got is not None and [i.insert_text for i in got.items] == ["a + b"]
+            assert got.items[0].command is not None
+            return got.items[0].command.arguments[0]["suggestionId"]
+
+        async def reject(sid: str) -> None:
+            assert await run_command(client, "apprentice.reject", {"suggestionId": sid}) == {
+                "recorded": ["rejected"]}  # fmt: skip
+
+        def write(name: str, text: str) -> None:  # what the person typed at the place
+            editor.set_text(uris[name], STUB.replace("return ", f"return {text}"))
+
+        ids = {"rejected": await offer("rejected.py")}  # dismissed, then a line typed there
+        await reject(ids["rejected"])
+        write("rejected.py", line[:4])
+        write("rejected.py", line)
+        ids["quiet"] = await offer("quiet.py")  # dismissed; the person writes elsewhere only
+        await reject(ids["quiet"])
+        editor.set_text(uris["quiet.py"], "# adds\n" + STUB)
+        # The person types on; the newer completion supersedes the first (and is dismissed):
+        # it does not cancel the first one's follow-up.
+        ids["superseded"] = await offer("superseded.py")
+        write("superseded.py", line[:1])
+        ids["newer"] = await offer("superseded.py", 12)
+        await reject(ids["newer"])
+        write("superseded.py", line)
+        ids["partial"] = await offer("partial.py")  # "a " of "a + b" taken, then "* b" typed
+        write("partial.py", "a ")
+        assert await run_command(client, "apprentice.accept", {
+            "suggestionId": ids["partial"], "acceptedLength": 2}) == {
+            "recorded": ["partially_accepted"]}  # fmt: skip
+        write("partial.py", "a * b")
+        counts = {sid: 3 for sid in ids.values()} | {ids["partial"]: 4}
+        await settled(pg_head_url, counts)
+        await asyncio.sleep(1.0)  # past another settle time: at most one `written` each
+        stored = await asyncio.to_thread(rows, pg_head_url)
+    shown, dismissed = ("shown", None, None), ("rejected", "dismissed", None)
+    assert stored[ids["rejected"]] == [shown, dismissed, ("written", None, line)]
+    assert stored[ids["quiet"]] == [shown, dismissed, ("written", None, "")]
+    assert stored[ids["superseded"]] == [shown, ("rejected", "superseded", None),
+                                         ("written", None, line)]  # fmt: skip
+    assert stored[ids["newer"]] == [shown, dismissed, ("written", None, line[1:])]
+    first, *follow_ups = stored[ids["partial"]]
+    assert [first, follow_ups[0]] == [shown, ("partially_accepted", None, None)]
+    # The taken prefix is still there (persisted); what stands at the place is "a * b".
+    assert sorted(follow_ups[1:]) == [("persisted", None, None), ("written", None, "a * b")]
+
+
+async def test_in_process_rejections_are_followed_by_what_was_written(
+    tmp_path: Path, root: Path, db_url: str
+):
+    """The in-process mode stores `written` too: a rejected code action (the person's own
+    fix: the file's text) and a rejected completion (what was typed at its place)."""
+    (root / "calc.py").write_text(BUGGY)
+    (root / "stub.py").write_text(STUB)
+    mine = BUGGY.replace("return a - b", "return sum((a, b))")
+    env = env_for(tmp_path, db_url, completion="a + b", agent=[FIX])
+    async with lsp_session(SERVER, env, root, init_options=SETTLE) as (client, editor):
+        uri = editor.open("calc.py", BUGGY)
+        params = types.CodeActionParams(
+            types.TextDocumentIdentifier(uri),
+            types.Range(types.Position(1, 0), types.Position(1, 16)),
+            types.CodeActionContext(diagnostics=[]),
+        )
+        offered = await client.text_document_code_action_async(params)
+        assert offered is not None and isinstance(offered[0], types.CodeAction)
+        resolved = await client.code_action_resolve_async(offered[0])
+        assert resolved.command is not None
+        (action,) = resolved.command.arguments[0]["suggestionIds"]
+        await run_command(client, "apprentice.reject", {"suggestionId": action,
+                                                        "reason": "not like that"})  # fmt: skip
+        editor.set_text(uri, mine)
+        stub = editor.open("stub.py", STUB)
+        got = await client.text_document_inline_completion_async(inline_params(stub, 1, 11))
+        assert got is not None and got.items[0].command is not None
+        completion = got.items[0].command.arguments[0]["suggestionId"]
+        await run_command(client, "apprentice.reject", {"suggestionId": completion})
+        editor.set_text(stub, STUB.replace("return ", "return b + a"))
+        stored = await settled(db_url, {action: 3, completion: 3})
+    shown = ("shown", None, None)
+    assert stored[action] == [shown, ("rejected", "not like that", None), ("written", None, mine)]
+    assert stored[completion] == [shown, ("rejected", "dismissed", None),
+                                  ("written", None, "b + a")]  # fmt: skip

@@ -134,6 +134,22 @@ async def test_inline_completion_outcomes(root: Path, tmp_path: Path, db_url: st
     assert got_outcomes[ids[3]] == [("shown", None, None), ("rejected", "dismissed", None)]
 
 
+@pytest.mark.parametrize("answer", ["", "\n\n"], ids=["nothing", "blank-lines"])
+async def test_an_empty_completion_shows_nothing(
+    root: Path, tmp_path: Path, sqlite_head_url: str, answer: str
+):
+    env = env_for(tmp_path, sqlite_head_url, completion=answer)
+    async with lsp_session(SERVER, env, root) as (client, editor):
+        uri = editor.open("calc.py", BUGGY)
+        first = await client.text_document_inline_completion_async(inline_params(uri, 1, 11))
+        second = await client.text_document_inline_completion_async(inline_params(uri, 1, 11))
+    assert first is not None and list(first.items) == []
+    assert second is not None and list(second.items) == []
+    # Nothing was shown, so nothing happened to it: no `shown`, and the second answer did
+    # not supersede the first (no `rejected`).
+    assert all(kinds == [] for kinds in outcomes(sqlite_head_url).values())
+
+
 async def test_superseded_request_is_cancelled(root: Path, tmp_path: Path, sqlite_head_url: str):
     env = env_for(tmp_path, sqlite_head_url, completion="x", delay_s=1.0)
     async with lsp_session(SERVER, env, root) as (client, editor):
