@@ -38,15 +38,9 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(users_app, name="users")
 
 err = Console(stderr=True)
-ModelOption = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        metavar="PATH",
-        help="Base model: a Hugging Face model folder (default: settings' model_name, "
-        "the installed default model).",
-    ),
-]
+ModelOption = Annotated[str | None, typer.Option(
+    "--model", metavar="PATH", help="Base model: a Hugging Face model folder (default: "
+    "settings' model_name, the installed default model).")]  # fmt: skip
 
 
 def load_settings() -> Settings:
@@ -158,18 +152,21 @@ def learn(
         "Run a task cycle instead: tasks mined from this git repository (with a pytest "
         "suite), rolled out by the agent, trained on, gated on held-out tasks."))] = None,
     python: Annotated[str, typer.Option(help="With --tasks: what runs its tests.")] = "python",
+    repo: Annotated[Path | None, typer.Option(metavar="PATH", help=(
+        "Also learn the code git tracks in this repository (continued pretraining; its "
+        "held-out files gate it): a feedback cycle with code.repo = PATH."))] = None,
 ) -> None:  # fmt: skip
     """Run one learning cycle in the foreground and print its metrics."""
     from apprentice.prepare import prepare, startup_errors
-    from learner.cli import learn_once
+    from learner.cli import learn_once, repo_problem
 
-    if tasks is not None and not (tasks / ".git").exists():  # before any model is made ready
-        err.print(f"[red]error:[/red] {tasks}: not a git repository")
+    if (problem := repo_problem(tasks, repo)) is not None:  # before any model is made ready
+        err.print(f"[red]error:[/red] {problem}")
         raise typer.Exit(2)
     settings = load_settings()
     with startup_errors(err):  # an embedded database is migrated; the model made ready
         prepare(settings, trains=True)
-    raise typer.Exit(learn_once(settings, err, tasks_repo=tasks, python=python))
+    raise typer.Exit(learn_once(settings, err, tasks_repo=tasks, python=python, code_repo=repo))
 
 
 @app.command()

@@ -6,12 +6,15 @@ whatever the kind of cycle (`LearnerConfig.cycle`, learner/config.py).
     metrics = judge_candidate(ctx, run_id, config)             # the "evaluate" step
 
 Train: the policy continues the serving adapter (or starts a fresh LoRA); each objective the
-cycle names gets its data -- "feedback": the run's dataset.json less its held-out samples;
-"tasks": the run's rollouts of its train tasks (learner/taskcycle.py `run_trajectories`) --
-and its weight from `config.mix`; learner/update.py runs the update; the candidate is saved
-whole under run-N/candidate. A cycle training feedback alone with `train.processes` > 1 runs
-the same update in several processes (learner/distributed.py). Nothing to learn from raises
-RunSkipped with what was missing.
+cycle names gets its data -- "feedback": the run's dataset.json less its held-out samples, its
+labelled ones to the KTO objective and its demonstrations (what people wrote instead,
+learner/demos.py) to the demonstration objective (learner/demonstrate.py, weight
+`mix.demonstrations`); "tasks": the run's rollouts of its train tasks (learner/taskcycle.py
+`run_trajectories`) -- and its weight from `config.mix`; learner/update.py runs the update; the
+candidate is saved whole under run-N/candidate. A cycle training feedback alone with
+`train.processes` > 1 runs the same update in several processes (learner/distributed.py;
+demonstrations are left out there and counted). Nothing to learn from raises RunSkipped with
+what was missing.
 
 Judge: each gate the cycle names decides -- "feedback": the candidate against the serving
 policy on the held-out pool (learner/evaluate.py scores, learner/gate.py `feedback_decision`;
@@ -25,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from feedback.vocab import WRITTEN
 from learner.config import LearnerConfig
 from learner.runs import Context, RunSkipped, save_candidate
 
@@ -36,15 +40,19 @@ def train_candidate(
     ctx: Context, run_id: int, config: LearnerConfig, progress: Progress | None = None
 ) -> dict[str, Any]:
     from learner.data import read_snapshot
+    from learner.demonstrate import DemonstrationObjective
     from learner.grpo import TaskObjective
     from learner.train import FeedbackObjective, load_base, make_policy
     from learner.update import Part, run_update
 
     cycle, train = config.cycle, config.train
-    feedback, trajectories, stats = [], [], None
+    feedback, demonstrations, trajectories, stats = [], [], [], None
     if "feedback" in cycle.objectives:
-        dataset = read_snapshot(ctx.run_dir(run_id) / "dataset.json")
-        feedback = [s for s in dataset if not s.heldout]
+        dataset = [s for s in read_snapshot(ctx.run_dir(run_id) / "dataset.json")
+                   if not s.heldout]  # fmt: skip
+        feedback = [s for s in dataset if s.outcome != WRITTEN]
+        if config.mix.demonstrations > 0:
+            demonstrations = [s for s in dataset if s.outcome == WRITTEN]
     if "tasks" in cycle.objectives:
         from learner.taskcycle import run_trajectories
 
@@ -52,20 +60,34 @@ def train_candidate(
         # Agent prompts are long: the task objective's rows may be as long as tasks.max_length
         # (every pass still under train.micro_batch_tokens, learner/batching.py).
         train = train.model_copy(update={"max_length": config.tasks.max_length})
-    if not feedback and not trajectories:
+    code: list[Any] = []
+    if "code" in cycle.objectives and config.mix.code > 0:
+        from learner.demos import Encoder
+        from learner.repo_code import repo_chunks
+
+        code = repo_chunks(config.code, Encoder.of(ctx.settings.model_name))[0]
+    if not feedback and not demonstrations and not trajectories and not code:
         raise RunSkipped(nothing_to_learn(cycle.objectives, stats))
     parent_version, parent_dir = ctx.serving_adapter()
     extra = {"groups": dataclasses.asdict(stats)} if stats is not None else {}
-    if cycle.objectives == ("feedback",) and train.processes > 1:  # torchrun
+    if cycle.objectives == ("feedback",) and train.processes > 1 and feedback:  # torchrun
+        # The demonstration objective does not split its batches over ranks: left out here.
         from learner.distributed import train_distributed
 
         metrics = train_distributed(ctx.settings.model_name, feedback, train,
                                     parent_dir=parent_dir,
                                     out_dir=ctx.run_dir(run_id) / "candidate")  # fmt: skip
-        return {**metrics, "parent_version": parent_version if metrics["parent_used"] else None}
+        return {
+            **metrics,
+            "parent_version": parent_version if metrics["parent_used"] else None,
+            "demonstrations_left_out": len(demonstrations),
+        }
     base = load_base(ctx.settings.model_name, device=train.device, dtype=train.dtype)
     policy, used = make_policy(base, train, parent_dir=parent_dir)
     parts = [Part(FeedbackObjective(feedback, train), config.mix.feedback, train.epochs),
+             Part(DemonstrationObjective(demonstrations, train), config.mix.demonstrations,
+                  train.epochs),
+             Part(DemonstrationObjective(code, train, name="code"), config.mix.code, 1.0),
              Part(TaskObjective(trajectories, train, config.tasks.update), config.mix.tasks,
                   config.tasks.update.epochs)]  # fmt: skip
     result = run_update(policy, parts, train, progress=progress)
@@ -77,7 +99,7 @@ def train_candidate(
 def nothing_to_learn(objectives: tuple[str, ...], stats: Any) -> str:
     reasons = []
     if "feedback" in objectives:
-        reasons.append("nothing to learn from: no feedback samples")
+        reasons.append("nothing to learn from: no feedback samples or demonstrations")
     if stats is not None:
         reasons.append(
             f"no learning signal: {stats.groups} groups, {stats.dropped_equal} with equal "
@@ -97,6 +119,8 @@ def judge_candidate(ctx: Context, run_id: int, config: LearnerConfig) -> dict[st
         from learner.heldout import evaluate_heldout
 
         verdicts["tasks"] = evaluate_heldout(ctx, run_id, config)
+    if "code" in gates:
+        verdicts["code"] = code_gate(ctx, run_id, config)
     decided = [v for v in verdicts.values() if v]
     reasons = [r for v in decided for r in v["reasons"]]
     decisions = {v.get("decision", "refuse" if v["reasons"] else "deploy") for v in decided}
@@ -106,6 +130,8 @@ def judge_candidate(ctx: Context, run_id: int, config: LearnerConfig) -> dict[st
     out = dict(verdicts.get("feedback") or {})
     if "tasks" in verdicts:
         out = {**out, "tasks": verdicts["tasks"]} if "feedback" in gates else verdicts["tasks"]
+    if "code" in verdicts:
+        out["code"] = verdicts["code"]
     return {**out, "decision": decision, "accepted": decision == "deploy", "reasons": reasons}
 
 
@@ -149,3 +175,22 @@ def feedback_gate(ctx: Context, run_id: int, config: LearnerConfig, *,
         "finite": finite,
         **({"codegen": codegen} if codegen else {}),
     }
+
+
+def code_gate(ctx: Context, run_id: int, config: LearnerConfig) -> dict[str, Any]:
+    """The candidate against the serving policy on the repository's held-out files and on
+    general code (learner/gate.py `code_decision`)."""
+    from learner.demos import Encoder
+    from learner.evaluate import adapter_is_finite, score_heldout
+    from learner.gate import code_decision
+    from learner.repo_code import repo_chunks
+
+    heldout = repo_chunks(config.code, Encoder.of(ctx.settings.model_name))[1]
+    candidate = ctx.run_dir(run_id) / "candidate"
+    serving_version, serving_dir = ctx.serving_adapter()
+    scores = score_heldout(ctx.settings.model_name, heldout, candidate, serving_dir,
+                           config.train, config.gate)  # fmt: skip
+    decision = code_decision(scores, config.gate, finite=adapter_is_finite(candidate))
+    return {**decision.as_dict(), "files": len(heldout), "perplexity": scores.perplexity,
+            "kl_to_serving": round(scores.kl_to_serving, 6),
+            "serving_version": serving_version}  # fmt: skip

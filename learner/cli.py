@@ -2,8 +2,9 @@
 
     apprentice worker [--queue Q]   # a Celery worker on the learner's queues (--pool=solo,
                              # 1 task); a GPU host takes the accel queue alone
-    apprentice learn [--tasks REPO]  # one cycle in the foreground (a task cycle with
-                             # --tasks): progress on stderr, metrics JSON
+    apprentice learn [--tasks REPO | --repo PATH]  # one cycle in the foreground (a task
+                             # cycle with --tasks; learning PATH's code too with --repo):
+                             # progress on stderr, metrics JSON
                              # on stdout; exit 0 succeeded/skipped/deferred, 1 failed,
                              # 2 no database or bad learner settings
 
@@ -69,11 +70,23 @@ def run_worker(settings: Settings, *, beat: bool = False, queues: list[str] | No
     app.worker_main(argv)
 
 
+def repo_problem(tasks_repo: Path | None, code_repo: Path | None) -> str | None:
+    """What is wrong with `apprentice learn`'s repositories (None: nothing)."""
+    for given in (tasks_repo, code_repo):
+        if given is not None and not (given / ".git").exists():
+            return f"{given}: not a git repository"
+    if tasks_repo is not None and code_repo is not None:
+        return "--tasks and --repo are two kinds of cycle: give one"
+    return None
+
+
 def learn_once(
-    settings: Settings, err: Console, *, tasks_repo: Path | None = None, python: str = "python"
-) -> int:
-    """One full cycle in this process (a task cycle on `tasks_repo` when given); prints the
-    run's metrics as JSON on stdout."""
+    settings: Settings, err: Console, *, tasks_repo: Path | None = None, python: str = "python",
+    code_repo: Path | None = None,
+) -> int:  # fmt: skip
+    """One full cycle in this process (a task cycle on `tasks_repo` when given; a feedback
+    cycle that also learns `code_repo`'s code when given); prints the run's metrics as JSON
+    on stdout."""
     from feedback.db import make_engine, make_sessionmaker, transaction
     from feedback.migrate import current_revision
     from feedback.queries import get_run
@@ -81,14 +94,16 @@ def learn_once(
     from learner.runs import learner_defaults
 
     overrides = None
+    if (problem := repo_problem(tasks_repo, code_repo)) is not None:
+        err.print(f"[red]error:[/red] {problem}")
+        return 2
     if tasks_repo is not None:
-        if not (tasks_repo / ".git").exists():
-            err.print(f"[red]error:[/red] {tasks_repo}: not a git repository")
-            return 2
         overrides = {
             "kind": "tasks",
             "tasks": {"repo": str(tasks_repo.resolve()), "python": python},
         }
+    if code_repo is not None:
+        overrides = {"code": {"repo": str(code_repo.resolve())}}
     settings.ensure_home()
     try:
         learner_defaults(settings)

@@ -20,6 +20,8 @@ from pydantic import Field, field_validator, model_validator
 
 from agent_server.models.vllm_command import MAX_LORA_RANK
 from feedback.vocab import LABEL_KINDS
+from learner.config_code import CodeConfig
+from learner.config_data import DataConfig
 from learner.config_gate import DeployConfig, GateConfig
 from learner.config_tasks import Frozen as _Frozen
 from learner.config_tasks import MixConfig, TasksConfig, TaskTrainConfig  # noqa: F401
@@ -46,73 +48,6 @@ LINEAR_LAYERS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
 # vLLM refuses an adapter of a larger rank than its --max-lora-rank: the learner never
 # trains one (the same constant builds vLLM's command line).
 MAX_RANK = MAX_LORA_RANK
-
-
-class DataConfig(_Frozen):
-    """Which feedback becomes training data, and how it is labelled and split."""
-
-    staleness_k: int = Field(
-        default=3,
-        ge=0,
-        description="Drop samples produced by an adapter more than K versions older than the "
-        "newest published one (the base model counts as version 0).",
-    )
-    heldout_fraction: float = Field(
-        default=0.2,
-        ge=0.0,
-        lt=1.0,
-        description="Share of suggestions held out (by a hash of the suggestion id: the "
-        "same side in every run) for good: never trained on, they are the held-out pool every "
-        "gate decision scores, across cycles (gate.max_heldout newest).",
-    )
-    min_samples: int = Field(
-        default=4, ge=1, description="Fewer labelled samples than this: the run is skipped."
-    )
-    settle_s: float = Field(
-        default=2.0,
-        ge=0.0,
-        description="Only read outcomes older than this: PostgreSQL hands out ids at INSERT, "
-        "so a smaller id may become visible after a larger one was read.",
-    )
-    max_samples: int = Field(
-        default=4096, ge=1, description="Newest labelled samples kept when there are more."
-    )
-    replay: float = Field(
-        default=1.0,
-        ge=0,
-        description="Earlier training samples trained on again beside the new ones, per new "
-        "sample (newest first; not held out, not stale): a cycle continues the serving "
-        "adapter, and trained on the new feedback alone it forgets what earlier cycles taught "
-        "(measured on the dev model: every held-out accepted item of the last lesson got "
-        "worse). 0: the new feedback alone.",
-    )
-    exclude_users: tuple[str, ...] = Field(
-        default=(),
-        description="User names whose feedback is never trained on, beside the users who "
-        "opted out themselves (`apprentice users learn NAME --off`).",
-    )
-    max_user_share: float = Field(
-        default=0.5,
-        gt=0.0,
-        le=1.0,
-        description="When feedback from two or more people (the shared token counts as one) "
-        "is in a cycle, no one person's samples weigh more than this share of the total: "
-        "their weights are scaled down. 1.0: no cap.",
-    )
-    weights: dict[str, float] = Field(
-        default_factory=lambda: {
-            "accepted": 1.0,
-            "persisted": 1.0,
-            "partially_accepted": 0.5,
-            "edited_after_accept": 0.5,
-            "rejected": 1.0,
-            "reverted": 1.0,
-        },
-        description="Weight of a sample by the outcome that decides its label; the keys are "
-        "feedback.vocab.LABEL_KINDS (DESIRABLE ones: accepted, persisted, partially_accepted, "
-        "edited_after_accept; UNDESIRABLE: rejected, reverted), 1.0 for one left out. "
-        "shown/applied never decide a label.",
-    )
 
 
 class TrainConfig(_Frozen):
@@ -254,8 +189,8 @@ class Cycle:
     the gates its evaluate step runs (learner/candidate.py)."""
 
     steps: tuple[str, ...]
-    objectives: tuple[str, ...]  # "feedback" (people's outcomes), "tasks" (rollouts)
-    gates: tuple[str, ...]  # "feedback" (held-out outcomes), "tasks" (held-out tasks)
+    objectives: tuple[str, ...]  # "feedback" (outcomes), "tasks" (rollouts), "code" (repo)
+    gates: tuple[str, ...]  # "feedback" (held-out outcomes), "tasks", "code" (held-out files)
 
 
 CYCLES = {
@@ -285,6 +220,7 @@ class LearnerConfig(_Frozen):
     deploy: DeployConfig = Field(default_factory=DeployConfig)
     tasks: TasksConfig = Field(default_factory=TasksConfig)
     mix: MixConfig = Field(default_factory=MixConfig)
+    code: CodeConfig = Field(default_factory=CodeConfig)
     retries: int = Field(
         default=3,
         ge=0,
@@ -314,7 +250,12 @@ class LearnerConfig(_Frozen):
 
     @property
     def cycle(self) -> Cycle:
-        return CYCLES[self.kind]
+        """`CYCLES[kind]`; with `code.repo` a cycle that trains feedback also trains on the
+        repository's code and is judged on its held-out files too (objective and gate "code")."""
+        cycle = CYCLES[self.kind]
+        if self.code.repo is None or "feedback" not in cycle.objectives:
+            return cycle
+        return Cycle(cycle.steps, (*cycle.objectives, "code"), (*cycle.gates, "code"))
 
     def with_overrides(self, overrides: dict[str, Any] | None) -> LearnerConfig:
         """A copy with `overrides` (a partial, nested dict) merged in and validated."""

@@ -166,3 +166,13 @@ class MixConfig(Frozen):
     tasks: float = Field(
         default=1.0, ge=0, description="Weight of the task (policy-gradient) loss."
     )
+    demonstrations: float = Field(
+        default=1.0,
+        ge=0,
+        description="Weight of the demonstration loss (what people wrote "
+        "instead of a completion: learner/demonstrate.py); 0 leaves it out.",
+    )
+    code: float = Field(
+        default=1.0, ge=0, description="Weight of the loss on the repository's code "
+        "(`code.repo`: continued pretraining, learner/repo_code.py).",
+    )  # fmt: skip

@@ -8,8 +8,11 @@
 Each held-out item is one suggestion a person judged. Both policies score what was sampled
 (its mean per-token logprob); the item's delta is the candidate's minus the serving one's,
 signed by the verdict: positive when the candidate makes an accepted completion likelier or a
-rejected one less likely. The serving policy is the adapter deployed now (the base model when
-none is), so the gate asks "is this better than what people get today", not "than the base".
+rejected one less likely. A held-out demonstration (what a person wrote instead of a
+completion, learner/demos.py) is an item of its own stratum, "written": positive when the
+candidate makes what they wrote likelier. The serving policy is the adapter deployed now (the
+base model when none is), so the gate asks "is this better than what people get today", not
+"than the base".
 `kl_to_serving` is the exact per-token KL over the held-out completion positions (the full
 next-token distributions): how far this one update moves what is served. Perplexity on
 general code guards against forgetting. `codegen_gate` (HumanEval pass@1, off by default) and
@@ -29,6 +32,7 @@ import torch
 from peft import PeftModel
 from safetensors.torch import load_file
 
+from feedback.vocab import WRITTEN
 from learner.batching import batch_of, micro_batches
 from learner.config import GateConfig, TrainConfig
 from learner.data import Sample
@@ -36,7 +40,9 @@ from learner.device import model_device
 from learner.kto import completion_logits, per_token_kl, token_logprobs
 from learner.train import load_base
 
-VERDICTS = ("accepted", "rejected")  # the strata of held-out feedback
+# The strata of held-out feedback: the person's verdict, and what they wrote instead
+# (a demonstration, learner/demos.py: better when the candidate makes it likelier).
+VERDICTS = ("accepted", "rejected", WRITTEN)
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ class HeldoutScores:
     """Both policies on the same held-out items (and on general code)."""
 
     deltas: list[float]  # per item: signed change in mean token logprob (positive: better)
-    classes: list[str]  # per item: "accepted" | "rejected" (the person's verdict)
+    classes: list[str]  # per item: "accepted" | "rejected" (the verdict) | "written"
     kl_to_serving: float
     mean_logprob: dict[str, dict[str, float | None]]  # policy -> verdict -> mean
     perplexity: dict[str, Any]  # {"candidate", "serving", "ratio", "files", "tokens"}
@@ -137,7 +143,8 @@ def score_heldout(
     model = _policies(model_dir, candidate, serving, train)
     serving_name = "serving" if serving is not None else None
     cand, serv, kls = _item_scores(model, heldout, serving_name, train)
-    classes = ["accepted" if s.desirable else "rejected" for s in heldout]
+    classes = [WRITTEN if s.outcome == WRITTEN else "accepted" if s.desirable else "rejected"
+               for s in heldout]  # fmt: skip
     deltas = [(c - s) if s_.desirable else (s - c)
               for c, s, s_ in zip(cand, serv, heldout, strict=True)]  # fmt: skip
     means = {

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from feedback.vocab import WRITTEN
 from learner.config import GateConfig
 from learner.evaluate import VERDICTS, HeldoutScores
 from learner.evidence import Evidence, paired_evidence
@@ -89,21 +90,55 @@ def signs(deltas: list[float], tolerance: float = 1e-6) -> list[float]:
     return [0.0 if abs(d) <= tolerance else math.copysign(1.0, d) for d in deltas]
 
 
+def feedback_strata(items: dict[str, int], min_per_class: int) -> tuple[str, ...]:
+    """The strata the feedback gate tests: the rejected items, and each stratum that would
+    show a good change -- accepted items, and what people wrote instead (`written`) -- that
+    has `min_per_class` items; when neither has, accepted and rejected (so the deferral says
+    what is missing). Why `written` may stand in for `accepted`: both guard against a
+    candidate that merely lowers every completion, which makes no written text likelier; a
+    person who accepts rarely writes often."""
+    good = {k for k in ("accepted", WRITTEN) if items.get(k, 0) >= min_per_class}
+    return tuple(k for k in VERDICTS if k in good or k == "rejected") if good else (
+        "accepted", "rejected")  # fmt: skip
+
+
 def feedback_decision(scores: HeldoutScores, config: GateConfig, *, finite: bool) -> GateDecision:
-    """The verdict on held-out feedback: accepted and rejected items are the two strata, and
-    each item counts by the sign of its delta (a stratified sign test). Signs, not the deltas
-    themselves: a mean of logprob changes is carried by a few large moves (a candidate trained
-    on coin-flip labels was "better by 0.11" while it made 14 of 24 items worse); the sign
+    """The verdict on held-out feedback: the strata of `feedback_strata` (rejected items, and
+    accepted items or demonstrations or both), each item counting by the sign of its delta
+    (a stratified sign test); items of a stratum left out are reported, not tested. Signs,
+    not the deltas themselves: a mean of logprob changes is carried by a few large moves (a
+    candidate trained on coin-flip labels was "better by 0.11" while it made 14 of 24 items
+    worse); the sign
     asks what the gate means to ask, on how many of the things people judged the candidate
     moved the right way. The mean delta is reported beside it."""
+    items = {v: scores.classes.count(v) for v in VERDICTS}
+    strata = feedback_strata(items, config.min_per_class)
     evidence = paired_evidence(
         signs(scores.deltas), scores.classes, alpha=config.alpha,
-        min_per_class=config.min_per_class, seed=config.seed, strata=VERDICTS,
+        min_per_class=config.min_per_class, seed=config.seed, strata=strata,
         unit="held-out outcomes",
     )  # fmt: skip
+    left = {v: n for v, n in items.items() if v not in strata and n}
+    if left:
+        evidence.extra["left_out"] = left
     means = [sum(d for d, c in zip(scores.deltas, scores.classes, strict=True) if c == v)
-             / max(1, scores.classes.count(v)) for v in VERDICTS]  # fmt: skip
+             / max(1, scores.classes.count(v)) for v in strata]  # fmt: skip
     evidence.extra["mean_delta"] = round(sum(means) / len(means), 6) if scores.deltas else None
+    return decide(evidence, safety_reasons(scores, config, finite=finite))
+
+
+def code_decision(scores: HeldoutScores, config: GateConfig, *, finite: bool) -> GateDecision:
+    """The verdict on the person's repository (learner/repo_code.py): per held-out file, did
+    the candidate make its code likelier than the serving policy does (the sign of the
+    per-token logprob change), the files one stratum of at least `min_per_class`; the
+    safety rules as for feedback (general-code perplexity, KL, finite)."""
+    evidence = paired_evidence(
+        signs(scores.deltas), ["files"] * len(scores.deltas), alpha=config.alpha,
+        min_per_class=config.min_per_class, seed=config.seed, strata=("files",),
+        unit="held-out files of the repository",
+    )  # fmt: skip
+    deltas = scores.deltas
+    evidence.extra["mean_delta"] = round(sum(deltas) / len(deltas), 6) if deltas else None
     return decide(evidence, safety_reasons(scores, config, finite=finite))
 
 

@@ -43,6 +43,7 @@ from feedback.queries import (
     publish_adapter,
     set_run_dataset,
 )
+from feedback.vocab import WRITTEN
 from learner.config import CYCLES, LearnerConfig
 from learner.deploy import deploy_version
 from learner.runs import (  # noqa: F401  (re-exported: the steps' vocabulary)
@@ -77,6 +78,7 @@ def collect(ctx: Context, run_id: int) -> dict[str, Any]:
             training_cursor,
             write_snapshot,
         )
+        from learner.demos import Encoder, collect_demonstrations
 
         timeout = ctx.settings.learner_visibility_timeout_s
         if config.train.max_seconds >= timeout:
@@ -85,41 +87,61 @@ def collect(ctx: Context, run_id: int) -> dict[str, Any]:
                 f"visibility timeout ({timeout} s), or a long train step is delivered twice: "
                 "lower it or raise APPRENTICE_LEARNER_VISIBILITY_TIMEOUT_S"
             )
+        encoder = Encoder.of(ctx.settings.model_name)
         with transaction(ctx.db) as db:
             cursor = training_cursor(db)
             samples, summary = collect_samples(db, config.data, after_outcome_id=cursor)
             train = [s for s in samples if not s.heldout]
             replayed = replay_samples(db, config.data, cursor=cursor, new=len(train))
             pool = heldout_pool(db, config.data, cap=config.gate.max_heldout)
-        pooled = {"accepted": sum(s.desirable for s in pool),
-                  "rejected": sum(not s.desirable for s in pool)}  # fmt: skip
+            demos, demo_summary = collect_demonstrations(
+                db, config.data, encoder, after_outcome_id=cursor,
+                upto_outcome_id=summary["max_outcome_id"])  # fmt: skip
+            pool += collect_demonstrations(db, config.data, encoder, heldout=True,
+                                           cap=config.gate.max_heldout)[0]  # fmt: skip
+        pooled = {"accepted": sum(s.desirable for s in pool if s.outcome != WRITTEN),
+                  "rejected": sum(not s.desirable for s in pool),
+                  WRITTEN: sum(s.outcome == WRITTEN for s in pool)}  # fmt: skip
         summary.update(train=len(train), replayed=len(replayed), heldout_new=summary["heldout"],
-                       heldout=len(pool), heldout_pool=pooled)  # fmt: skip
+                       heldout=len(pool), heldout_pool=pooled,
+                       demonstrations=demo_summary)  # fmt: skip
         with transaction(ctx.db) as db:
             set_run_dataset(db, run_id=run_id, dataset=summary)
-        short: RunSkipped | None = None
-        fewest = min(pooled.values())
-        if len(train) < config.data.min_samples:
-            short = RunSkipped(f"{len(train)} labelled samples to train on, need "
-                               f"{config.data.min_samples}")  # fmt: skip
-        elif not any(s.desirable for s in train) or all(s.desirable for s in train):
-            short = RunSkipped("needs both accepted and rejected suggestions to learn from")
-        elif fewest < config.gate.min_per_class:
-            short = RunDeferred(
-                f"deferred: {pooled['accepted']} accepted and {pooled['rejected']} rejected "
-                f"held-out outcomes; the gate needs {config.gate.min_per_class} of each, about "
-                f"{config.gate.min_per_class - fewest} more of the rarer kind",
-                {"heldout_pool": pooled},
-            )  # fmt: skip
+        short = shortfall(train, demos, pooled, config)
         if short and config.cycle.objectives == ("feedback",):
             raise short
-        samples = train + replayed + pool
+        samples = train + demos + replayed + pool
         if short:  # a cycle with other objectives goes on without this one
             samples, summary["left_out"] = [], str(short)
         write_snapshot(ctx.run_dir(run_id) / "dataset.json", samples)
         return summary
 
     return recorded_step(ctx, run_id, "collect", body)
+
+
+def shortfall(train: list[Any], demos: list[Any], pooled: dict[str, int],
+              config: LearnerConfig) -> RunSkipped | None:  # fmt: skip
+    """Why a feedback cycle cannot train or cannot be judged yet (None: it can): too few
+    samples; only one verdict and nothing written to learn the other side from; or the
+    held-out pool short of what the gate tests (learner/gate.py `feedback_strata`)."""
+    from learner.gate import feedback_strata
+
+    need = config.gate.min_per_class
+    if len(train) + len(demos) < config.data.min_samples:
+        return RunSkipped(f"{len(train)} labelled samples and {len(demos)} demonstrations to "
+                          f"train on, need {config.data.min_samples}")  # fmt: skip
+    if not demos and (not any(s.desirable for s in train) or all(s.desirable for s in train)):
+        return RunSkipped("needs both accepted and rejected suggestions (or what people wrote "
+                          "instead) to learn from")  # fmt: skip
+    missing = {k: need - pooled[k] for k in feedback_strata(pooled, need) if pooled[k] < need}
+    if missing:
+        return RunDeferred(
+            f"deferred: {pooled['accepted']} accepted, {pooled['rejected']} rejected and "
+            f"{pooled[WRITTEN]} written held-out outcomes; the gate needs {need} rejected and "
+            f"{need} accepted or written, about {max(missing.values())} more",
+            {"heldout_pool": pooled},
+        )  # fmt: skip
+    return None
 
 
 def tasks(ctx: Context, run_id: int) -> dict[str, Any]:

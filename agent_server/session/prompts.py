@@ -135,8 +135,13 @@ class InlinePrompt:
     infill: bool = False  # in the model's fill-in-the-middle format
 
     def messages(self) -> list[Message]:
-        """How the prompt is stored (suggestions.prompt_messages): one plain-text entry."""
-        return [{"role": RAW_ROLE, "content": self.text, "format": self.kind}]
+        """How the prompt is stored (suggestions.prompt_messages): one plain-text entry, with
+        the space it left out of the prefix (`healed`): the learner puts it back in front of
+        what the person wrote when it trains on that (learner/demos.py)."""
+        entry: Message = {"role": RAW_ROLE, "content": self.text, "format": self.kind}
+        if self.healed:
+            entry["healed"] = self.healed
+        return [entry]
 
     @property
     def kind(self) -> str:

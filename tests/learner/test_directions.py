@@ -44,17 +44,27 @@ def moved(base_model: torch.nn.Module, samples: list[Any], update: Any) -> list[
     return [a - b for a, b in zip(after, before, strict=True)]
 
 
+def assert_direction(ups: list[bool], deltas: list[float]) -> None:
+    """The samples meant to go up went up on average and the others down, and nearly every
+    one moved its own way. Not every one: one step moves shared tokens of all samples, and a
+    dev model rebuilt on another machine moved one accepted sample of 8 down by 0.035 while
+    the class means moved by ~0.5 the right way."""
+    up = [d for u, d in zip(ups, deltas, strict=True) if u]
+    down = [d for u, d in zip(ups, deltas, strict=True) if not u]
+    assert sum(up) / len(up) > 0 > sum(down) / len(down), (up, down)
+    right = sum((d > 0) == u for u, d in zip(ups, deltas, strict=True))
+    assert right >= len(deltas) - 1, (ups, deltas)
+
+
 def test_the_feedback_objective_raises_accepted_and_lowers_rejected(
     base_model: torch.nn.Module, batch: list[Any]
 ) -> None:
     assert {s.desirable for s in batch} == {True, False}
     deltas = moved(base_model, batch, lambda p: train_policy(p, batch, STEP))
-    for sample, delta in zip(batch, deltas, strict=True):
-        assert (delta > 0) == sample.desirable, (sample.outcome, delta)
+    assert_direction([s.desirable for s in batch], deltas)
     inverted = [dataclasses.replace(s, desirable=not s.desirable) for s in batch]
     flipped = moved(base_model, batch, lambda p: train_policy(p, inverted, STEP))
-    for sample, delta in zip(batch, flipped, strict=True):
-        assert (delta < 0) == sample.desirable, (sample.outcome, delta)
+    assert_direction([not s.desirable for s in batch], flipped)
 
 
 def calls(samples: list[Any], sign: float) -> list[CallSample]:
@@ -74,5 +84,4 @@ def test_the_trajectory_objective_follows_the_sign_of_the_advantage(
         samples = calls(batch, sign)
         deltas = moved(base_model, batch,
                        lambda p, s=samples: train_trajectories(p, s, STEP, update))  # fmt: skip
-        for sample, delta in zip(samples, deltas, strict=True):
-            assert (delta > 0) == (sample.advantage > 0), (sample.advantage, delta)
+        assert_direction([sample.advantage > 0 for sample in samples], deltas)
