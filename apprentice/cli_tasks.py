@@ -1,6 +1,7 @@
 """`apprentice tasks mine | verify | eval`: real tasks from a repository's git history.
 
     apprentice tasks mine REPO --out tasks.jsonl --max 20 --python REPO/.venv/bin/python
+    apprentice tasks mine --kind completion REPO --out completions.jsonl --max 200
     apprentice tasks verify tasks.jsonl --repo REPO --python REPO/.venv/bin/python
     apprentice tasks eval tasks.jsonl --repo REPO [--adapter policy-v3] [--samples 2]
 
@@ -70,13 +71,29 @@ def fail(exc: BaseException) -> typer.Exit:
 
 @tasks_app.command("mine")
 def mine(
-    repo: Annotated[Path, typer.Argument(help="A local git repository with a pytest suite.")],
+    repo: Annotated[
+        Path, typer.Argument(help="A local git repository (agent tasks: with a pytest suite).")
+    ],
     out: Annotated[Path, typer.Option("--out", help="Where to write the JSONL records.")] = Path(
         "tasks.jsonl"
     ),
-    max_tasks: Annotated[int, typer.Option("--max", min=1, help="Tasks to keep at most.")] = 20,
+    kind: Annotated[
+        str,
+        typer.Option(
+            "--kind",
+            help="agent: bugs the agent fixes, checked by the tests (revert, mutate; see "
+            "--kinds). completion: inline completions at cursors in the commits' added lines "
+            "(next_line, rest_of_line, quiet), split train / heldout-time / heldout-file.",
+        ),
+    ] = "agent",
+    max_tasks: Annotated[
+        int | None,
+        typer.Option(
+            "--max", min=1, help="Tasks to keep at most (default: agent 20, completion 200)."
+        ),
+    ] = None,
     kinds: Annotated[
-        str, typer.Option(help="Comma-separated: revert (from commits), mutate (mutations).")
+        str, typer.Option(help="agent: comma-separated revert (from commits), mutate (mutations).")
     ] = "revert,mutate",
     since: Annotated[
         str | None, typer.Option(metavar="REV", help="revert: only commits after this one.")
@@ -85,9 +102,18 @@ def mine(
     timeout_s: Annotated[
         float, typer.Option("--timeout", min=1, help="Seconds per test-suite run.")
     ] = 300.0,
-    seed: Annotated[int, typer.Option(help="Seed of the mutations tried.")] = 0,
+    heldout_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=0.99,
+            help="completion: the newest share of commits held out of training (heldout-time).",
+        ),
+    ] = 0.2,
+    seed: Annotated[int, typer.Option(help="Seed of the mutations / cursors tried.")] = 0,
 ) -> None:
-    """Mine validated tasks (>= 1 failing test the fix makes pass) into a JSONL file.
+    """Mine tasks into a JSONL file: agent tasks (validated: >= 1 failing test the fix makes
+    pass) by default, inline-completion tasks with --kind completion (docs/tasks.md).
 
     The repository is only read: work happens in temporary folders. Nothing is written when
     mining fails; the file is replaced whole when it succeeds.
@@ -96,11 +122,16 @@ def mine(
     from learner.synth.mine import mine_tasks
     from learner.synth.records import write_tasks
 
+    if kind not in ("agent", "completion"):
+        raise fail(ValueError(f"--kind is agent or completion, not {kind!r}"))
+    if kind == "completion":
+        mine_completions(repo, out, max_tasks or 200, heldout_share, seed)
+        return
     try:
         with progress_bar("mining") as update:
             tasks = mine_tasks(
                 repo, kinds=[k.strip() for k in kinds.split(",") if k.strip()],
-                max_tasks=max_tasks, since=since, python=python, timeout_s=timeout_s,
+                max_tasks=max_tasks or 20, since=since, python=python, timeout_s=timeout_s,
                 seed=seed, on_progress=update,
             )  # fmt: skip
     except (MiningError, ValueError) as exc:
@@ -111,6 +142,24 @@ def mine(
     by_kind = {k: sum(t.kind == k for t in tasks) for k in sorted({t.kind for t in tasks})}
     err.print(f"wrote {len(tasks)} tasks to {out}: {by_kind}", highlight=False)
     typer.echo(json.dumps({"out": str(out), "tasks": len(tasks), "kinds": by_kind}))
+
+
+def mine_completions(
+    repo: Path, out: Path, max_tasks: int, heldout_share: float, seed: int
+) -> None:
+    """`tasks mine --kind completion`: learner/synth/completion.py, its summary as JSON."""
+    from learner.synth.completion import mine_completion_tasks, summary, write_completion_tasks
+    from learner.synth.gitrepo import MiningError
+
+    try:
+        with progress_bar("mining completions") as update:
+            tasks = mine_completion_tasks(repo, max_tasks=max_tasks, heldout_share=heldout_share,
+                                          seed=seed, on_progress=update)  # fmt: skip
+    except (MiningError, ValueError) as exc:
+        raise fail(exc) from exc
+    write_completion_tasks(out, tasks)
+    err.print(f"wrote {len(tasks)} completion tasks to {out}", highlight=False)
+    typer.echo(json.dumps({"out": str(out), "kind": "completion", **summary(tasks)}))
 
 
 def _repo_for(file: Path, repo: Path | None) -> Path:

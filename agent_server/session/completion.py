@@ -12,7 +12,12 @@ completion is stored as a `suggestions` row (kind "completion", the prompt as on
 entry, its token ids as fed, the completion's ids and logprobs as sampled, `proposed` = the
 text shown, adapter, latency) BEFORE it is returned, and a cancel during that write does
 not leave half a record. Backend failures raise `ModelError` (`BackendUnavailable`
-when the model is down); each transport words them for its person. Nothing to run;
+when the model is down); each transport words them for its person.
+
+`call_inline(backend, request, temperature=...)` is the same prompt, sampling and model call
+with nothing stored (an `InlineCall`: prompt, sampling, completion, `shown`): what
+`complete_inline` stores, and what the completion benchmark (learner/synth/completion_eval.py,
+`apprentice eval completions`) scores, so both measure the one serving path. Nothing to run;
 tests/session/test_completion.py and the API and LSP tests cover it.
 """
 
@@ -23,8 +28,8 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from agent_server.models.base import ModelBackend, Sampling
-from agent_server.session.prompts import fit_inline_prompt
+from agent_server.models.base import Completion, ModelBackend, Sampling
+from agent_server.session.prompts import InlinePrompt, fit_inline_prompt
 from agent_server.session.store import Store
 
 
@@ -46,26 +51,56 @@ class InlineSuggestion:
     adapter: str | None
 
 
+@dataclass(frozen=True)
+class InlineCall:
+    """One inline completion's prompt, sampling and model call, before anything is stored."""
+
+    prompt: InlinePrompt
+    sampling: Sampling
+    completion: Completion
+
+    @property
+    def shown(self) -> str:
+        """What the person sees: the completion as code to insert at the cursor."""
+        return self.prompt.shown(self.completion.text)
+
+
+async def call_inline(
+    backend: ModelBackend,
+    request: InlineRequest,
+    *,
+    temperature: float,
+    seed: int | None = None,
+    adapter: str | None = None,
+) -> InlineCall:
+    """The product's inline prompt and decoding at `request`'s cursor, nothing stored.
+    `adapter` None: the backend's serving default (a benchmark names the one it compares)."""
+    r = request
+    prompt = fit_inline_prompt(backend, r.path, r.language, r.prefix, r.suffix, r.max_tokens)
+    infill = backend.infill() if prompt.infill else None
+    sampling = Sampling(
+        max_tokens=r.max_tokens, temperature=temperature, seed=seed, stop=prompt.stop,
+        stop_token_ids=infill.stop_token_ids if infill else (),
+    )  # fmt: skip
+    named = {"adapter": adapter} if adapter is not None else {}
+    completion = await backend.complete_text(prompt.text, sampling=sampling, **named)
+    return InlineCall(prompt, sampling, completion)
+
+
 async def complete_inline(
     backend: ModelBackend, store: Store, request: InlineRequest, *, temperature: float
 ) -> InlineSuggestion:
     r = request
     started = time.monotonic()
-    prompt = fit_inline_prompt(backend, r.path, r.language, r.prefix, r.suffix, r.max_tokens)
-    infill = backend.infill() if prompt.infill else None
-    sampling = Sampling(
-        max_tokens=r.max_tokens, temperature=temperature, stop=prompt.stop,
-        stop_token_ids=infill.stop_token_ids if infill else (),
-    )  # fmt: skip
-    completion = await backend.complete_text(prompt.text, sampling=sampling)
-    shown = prompt.shown(completion.text)
+    call = await call_inline(backend, request, temperature=temperature)
+    shown, completion = call.shown, call.completion
     suggestion_id = str(uuid.uuid4())
     # Stored before anyone sees it; a cancel here must not leave half a record.
     await asyncio.shield(
         store.record_suggestion(
             suggestion_id=suggestion_id, kind="completion", completion=completion,
-            prompt=prompt.messages(), proposed=shown, session_id=r.session_id,
-            file_path=r.path, sampling=sampling, latency_s=time.monotonic() - started,
+            prompt=call.prompt.messages(), proposed=shown, session_id=r.session_id,
+            file_path=r.path, sampling=call.sampling, latency_s=time.monotonic() - started,
             user_id=r.user_id,
         )
     )  # fmt: skip

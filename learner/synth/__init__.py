@@ -16,6 +16,9 @@ The package map (issue 12):
 - reward.py    the reward terms of a rollout
 - rollout.py   one rollout of the product's own agent on a sandbox
 - solve_rates.py  `apprentice tasks eval`: rollouts in parallel, solve rates as JSON
+- completion.py, completion_git.py   inline-completion tasks from commits that add lines
+               (next_line, rest_of_line, quiet), held out by time and by file
+- completion_reward.py   their reward; completion_eval.py   `apprentice eval completions`
 
 Mining and running tasks only: the agent model's training data (copy rows, oracle traces
 on the dev model's corpus, made with mutate.py and statements.py) is modelbuild/agent/'s.
