@@ -1,9 +1,10 @@
-"""Online learning, measured: does the served model learn what a person accepts, in minutes?
+"""Online learning, measured: does the served model learn what a person means, in minutes?
 
     .venv/bin/python bench/online_learning.py [--model PATH] [--user regex|intent]
-        [--accept-regex REGEX] [--rounds N] [--suggestions 64] [--eval-prompts N]
-        [--context LINES] [--clients N] [--backend vllm|embedded] [--epochs E] [--train-seconds S]
-        [--lr LR] [--max-length T] [--broker-url URL] [--database-url URL]
+        [--code-dir DIR] [--seeds N] [--rounds N] [--suggestions 64] [--eval-prompts N]
+        [--quiet-share 0.2] [--no-written] [--context LINES] [--clients N]
+        [--backend vllm|embedded] [--epochs E] [--train-seconds S] [--lr LR] [--max-length T]
+        [--accept-regex REGEX] [--broker-url URL] [--database-url URL]
 
 The bench starts the whole system in a temporary APPRENTICE_HOME: the model (--model: any
 Hugging Face checkpoint folder; default $APPRENTICE_TEST_MODEL or the dev model,
@@ -11,46 +12,48 @@ Hugging Face checkpoint folder; default $APPRENTICE_TEST_MODEL or the dev model,
 `apprentice serve`, `apprentice worker` (embedded SQLite broker unless --broker-url) and a
 migrated database (SQLite unless --database-url); then it talks to it only through the real
 interfaces: the WebSocket protocol for completions (the product's inline completion path,
-prompt and all) and outcomes, the admin API to trigger a learning cycle and read its result.
+prompt and all) and outcomes as the editors send them (`shown` for a completion with text,
+the verdict, `written` after a rejection: what the person typed instead), the admin API to
+trigger a learning cycle and read its result.
 
-Code comes from the .py files of --code-dir (default: the standard library), split for good
-by file name (bench/online_users.py): the learner is only ever given outcomes on prompts
-cut from the train files; the held-out files give the perplexity text and the intent user's
-measured prompts. Two simulated users:
+Code comes from the .py files under --code-dir (any folder, subfolders included: e.g. a
+library installed from PyPI with `pip install --target DIR`; default the standard library),
+split for good by path (bench/online_users.py): the learner is only ever given outcomes on
+prompts cut from the train files; the held-out files give the perplexity text and the intent
+user's measured prompts. A --quiet-share of the prompts are cut before a blank line: the
+person was about to write nothing. Two simulated users:
 - `regex` (default): accepts a completion exactly when it matches --accept-regex (default
   `file`). Easy to game: junk that matches is "accepted".
 - `intent`: accepts exactly when the completion's first line is the file's real next line
-  (modulo surrounding whitespace). Its acceptance is measured on --eval-prompts prompts cut
-  from held-out files (the same prompts every round; their outcomes are never sent).
+  (modulo surrounding whitespace; nothing at a quiet prompt), and after a rejection types the
+  real line (--no-written: reports nothing more, to measure what the typed text adds). Its
+  acceptance is measured on --eval-prompts prompts cut from held-out files (the same prompts
+  every round; their outcomes are never sent).
 
-Round r (0 <= r < N): serve --suggestions completions on fresh train-file prompts (seeded by
-r; --clients connections at once, default 4, so the model server can batch them), send the
-user's outcomes; serve the held-out prompts (if any); held-out code perplexity
-of the served policy (base + deployed adapter, computed here with transformers + peft);
+Round r (0 <= r < N): serve --suggestions completions on fresh train-file prompts (--clients
+connections at once, so the model server can batch them), send the user's outcomes; serve
+the held-out prompts; perplexity of the served policy (base + deployed adapter, transformers
++ peft) on the held-out files and on general code (the gate's standard-library slice);
 POST /v1/admin/runs -> wait for the run -> wait until completions come from its adapter.
-Round N only serves and measures. Per round: acceptance (`acceptance_rate`: on the
-train-file prompts for regex, on the held-out prompts for intent; both reported),
-`distinct_share` (distinct completion texts / completions), `perplexity`, and wall seconds
-split into `serve_s` (completions), `train_s` (run posted -> deploy step starts: collect,
-train, evaluate, publish, with `steps_s` per step), `deploy_s` (deploy step starts -> its
-adapter serves) and `measure_s` (perplexity). Prints one JSON object on stdout:
-{"rounds": [...], "ratio": acceptance(N) / acceptance(0), "perplexity_ratio": ppl(N) / ppl(0),
-"goal_met": ratio >= 1.5 (regex) or 1.1 (intent) and perplexity_ratio <= 1.1,
-"decisions": the gate's verdicts counted (deploy / defer / refuse), "served_ratios": each
-round's acceptance over round 0's, "shipped_rounds": rounds served by a policy the learner
-shipped, "nothing_worse_shipped": each of those >= 0.9, "same_policy_ratios": the rounds
-still served by round 0's policy (its own round-to-round noise), ...}; each round is
-also printed on stderr as it ends. The cycles run with the learner's defaults (the gate's
-included) unless the options say otherwise. Never part of the test run.
+Round N only serves and measures. Per round: requests, shown share, accepted, acceptance of
+what was shown (`acceptance_rate`: on the held-out prompts for intent, the train prompts for
+regex), distinct share of what was shown, both perplexities, and wall seconds (`serve_s`,
+`train_s`, `deploy_s`, `measure_s`). --seeds N runs the whole bench N times (seed s: prompts,
+train.seed) on a fresh system each and reports each seed's figures and, per round, the mean
+and the spread (min, max). Prints one JSON object on stdout: {"seeds": [...], "rounds_mean",
+"acceptance_ratio" (acceptance of shown, last round / round 0, per seed), "accepted_ratio",
+"perplexity_ratio", "general_perplexity_ratio", "decisions", ...}; each round is also printed
+on stderr as it ends. The cycles run with the learner's defaults (the gate's included)
+unless the options say otherwise. Never part of the test run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -59,14 +62,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from agent_server.protocol import messages as p  # noqa: E402
 from agent_server.protocol.client import ProtocolClient  # noqa: E402
-from bench.online_system import ADMIN, TOKEN, System  # noqa: E402
+from bench.online_cycle import learn  # noqa: E402
+from bench.online_system import TOKEN, System  # noqa: E402
 from bench.online_users import (  # noqa: E402
     CodeFiles,
     IntentUser,
@@ -76,134 +78,78 @@ from bench.online_users import (  # noqa: E402
     User,
     code_prompts,
 )
-from feedback.vocab import adapter_name  # noqa: E402
 
 DEFAULT_REGEX = "file"
-GOALS = {"regex": 1.5, "intent": 1.1}  # acceptance(N) / acceptance(0)
 MAX_PERPLEXITY_RATIO = 1.10
-EVAL_SEED = 10_000  # the held-out prompts: one fixed set for every round
+EVAL_SEED = 10_000  # the held-out prompts: one fixed set for every round and seed
 
 
 async def serve(
     system: System, user: User, prompts: list[Prompt], *, send: bool, max_tokens: int,
-    clients: int = 1,
+    clients: int = 1, written: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """One completion per prompt through the WebSocket, `clients` connections at once (each
-    one person typing: one request at a time); the user's outcome sent (and acknowledged)
-    when `send`, else only judged."""
+    one person typing: one request at a time). With `send`, the outcomes the editors send:
+    `shown` for a completion with text (an empty one shows nothing and says nothing), the
+    user's verdict, and after a rejection what they wrote instead (`written`, unless
+    `written` is off); each acknowledged. Without, only judged."""
     results: list[tuple[bool, str | None, str]] = [(False, None, "")] * len(prompts)
     queue = list(enumerate(prompts))
 
     async def person() -> None:
         client = await ProtocolClient.connect(system.ws, TOKEN)
+
+        async def report(sid: str, outcome: str, final_text: str | None = None) -> None:
+            await client.send(p.EditOutcome(
+                suggestion_id=sid, client_event_id=uuid.uuid4().hex, outcome=outcome,  # type: ignore[arg-type]
+                final_text=final_text))  # fmt: skip
+            await client.expect(p.OutcomeAck)
+
         try:
             while queue:
                 i, prompt = queue.pop(0)
-                request = p.CompletionRequest(
-                    id=f"c{i}",
-                    path=prompt.path,
-                    language="python",
-                    prefix=prompt.prefix,
-                    max_tokens=max_tokens,
-                )
-                await client.send(request)
+                await client.send(p.CompletionRequest(
+                    id=f"c{i}", path=prompt.path, language="python", prefix=prompt.prefix,
+                    max_tokens=max_tokens))  # fmt: skip
                 reply = await client.expect(p.CompletionSuggestion)
-                ok = user.accepts(prompt, reply.text)
+                ok = bool(reply.text) and user.accepts(prompt, reply.text)
                 results[i] = (ok, reply.adapter, reply.text)
-                if send:
-                    await client.send(p.EditOutcome(
-                        suggestion_id=reply.suggestion_id, client_event_id=uuid.uuid4().hex,
-                        outcome="accepted" if ok else "rejected"))  # type: ignore[arg-type]  # fmt: skip
-                    await client.expect(p.OutcomeAck)
+                if not send or not reply.text:
+                    continue
+                await report(reply.suggestion_id, "shown")
+                await report(reply.suggestion_id, "accepted" if ok else "rejected")
+                typed = user.writes(prompt)
+                if not ok and written and typed is not None:
+                    await report(reply.suggestion_id, "written", typed)
         finally:
             await client.close()
 
     await asyncio.gather(*(person() for _ in range(max(1, min(clients, len(prompts))))))
     n = len(prompts)
     accepted = sum(ok for ok, _, _ in results)
-    texts = [text for _, _, text in results]
-    return {"acceptance": round(accepted / n, 4) if n else None, "accepted": accepted, "n": n,
-            "distinct_share": round(len(set(texts)) / n, 4) if n else None,
+    shown = [text for _, _, text in results if text]
+    return {"requests": n, "shown": len(shown), "accepted": accepted,
+            "shown_share": round(len(shown) / n, 4) if n else None,
+            "acceptance": round(accepted / n, 4) if n else None,
+            "acceptance_of_shown": round(accepted / len(shown), 4) if shown else None,
+            "distinct_share": round(len(set(shown)) / len(shown), 4) if shown else None,
+            "quiet_prompts": sum(pr.quiet for pr in prompts),
             "served_by": sorted({str(a) for _, a, _ in results}),
-            "examples": texts[:3]}  # fmt: skip
+            "examples": shown[:3]}  # fmt: skip
 
 
-async def served_adapter(system: System) -> str | None:
-    client = await ProtocolClient.connect(system.ws, TOKEN)
-    try:
-        await client.send(p.CompletionRequest(id="probe", path="a.py", prefix="x = ", max_tokens=1))
-        return (await client.expect(p.CompletionSuggestion)).adapter
-    finally:
-        await client.close()
+async def run_bench(args: argparse.Namespace, system: System, seed: int) -> dict[str, Any]:
+    from learner.general_code import chosen_files, stdlib_dir
 
-
-def _ts(value: str | None) -> float | None:
-    return dt.datetime.fromisoformat(value).timestamp() if value else None
-
-
-async def learn(system: System, cycle: dict[str, Any], timeout: float = 1800) -> dict[str, Any]:
-    """Trigger a cycle, wait for it (`timeout` s at most; a failed run's error is printed),
-    then until its adapter serves; returns what happened."""
-    headers = {"Authorization": f"Bearer {ADMIN}"}
-    posted = time.time()
-    async with httpx.AsyncClient(base_url=system.http, headers=headers, timeout=60) as api:
-        queued = (await api.post("/v1/admin/runs", json={"config": cycle})).json()
-        deadline = time.monotonic() + timeout
-        while True:
-            run = (await api.get(f"/v1/admin/runs/{queued['id']}")).json()
-            if run["status"] in ("succeeded", "failed", "skipped", "deferred"):
-                break
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"run {queued['id']} still {run['status']} after {timeout} s")
-            system.check_alive()
-            await asyncio.sleep(0.5)
-    if run["status"] == "failed":  # a dead worker's run too: the server's reaper fails it
-        print(f"run {queued['id']} failed: {run['error']}", file=sys.stderr, flush=True)
-    steps = {s["name"]: s for s in run["steps"]}
-    metrics = {name: s.get("metrics", {}) for name, s in steps.items()}
-    if run["status"] == "succeeded":
-        want = adapter_name(run["adapter_version"])
-        while await served_adapter(system) != want:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{want} deployed but not served after {timeout} s")
-            system.check_alive()
-            await asyncio.sleep(0.25)
-    done = time.time()
-    deploy_start = _ts(steps.get("deploy", {}).get("started")) or done
-    steps_s = {
-        name: round(end - start, 2)
-        for name, s in steps.items()
-        if (start := _ts(s.get("started"))) and (end := _ts(s.get("finished")))
-    }
-    train = metrics.get("train", {})
-    evaluation = metrics.get("evaluate", {})
-    return {
-        "run_status": run["status"], "run_error": run["error"],
-        "adapter_version": run["adapter_version"],
-        "adapter_path": metrics.get("publish", {}).get("path"),
-        "train_s": round(deploy_start - posted, 2), "deploy_s": round(done - deploy_start, 2),
-        "steps_s": steps_s, "dataset": run.get("dataset"),
-        "train_steps": train.get("steps"), "train_tokens_per_s": train.get("tokens_per_s"),
-        "final_loss": train.get("final_loss"),
-        "heldout": evaluation.get("candidate"), "serving_heldout": evaluation.get("serving"),
-        "decision": evaluation.get("decision") or _verdict(run["status"]),
-        "evidence": evaluation.get("evidence"), "kl_to_serving": evaluation.get("kl_to_serving"),
-        "gate_perplexity": evaluation.get("perplexity"),
-    }  # fmt: skip
-
-
-def _verdict(status: str) -> str:
-    """A run that ended before its evaluate step: what it amounts to for the gate's count."""
-    return {"deferred": "defer", "skipped": "skipped"}.get(status, status)
-
-
-async def run_bench(args: argparse.Namespace, system: System) -> dict[str, Any]:
     user: User = IntentUser() if args.user == "intent" else RegexUser(args.accept_regex)
     files = CodeFiles(args.code_dir)
-    measured = code_prompts(files.heldout, args.eval_prompts, EVAL_SEED, context=args.context)
+    measured = code_prompts(files.heldout, args.eval_prompts, EVAL_SEED, context=args.context,
+                            quiet_share=args.quiet_share, root=files.root)  # fmt: skip
     ppl = Perplexity(system.model, files.heldout[: args.ppl_files], tokens=args.ppl_tokens)
-    cycle = {"data": {"settle_s": 0.0},
-             "train": {"epochs": args.epochs, "max_seconds": args.train_seconds}}  # fmt: skip
+    general = Perplexity(system.model, list(chosen_files(str(stdlib_dir()), args.ppl_files)),
+                         tokens=args.ppl_tokens)  # fmt: skip
+    cycle: dict[str, Any] = {"data": {"settle_s": 0.0}, "train": {
+        "epochs": args.epochs, "max_seconds": args.train_seconds, "seed": seed}}  # fmt: skip
     for key, value in (("lr", args.lr), ("max_length", args.max_length)):
         if value:
             cycle["train"][key] = value
@@ -211,70 +157,88 @@ async def run_bench(args: argparse.Namespace, system: System) -> dict[str, Any]:
     adapter_dir: Path | None = None
     for r in range(args.rounds + 1):
         started = time.monotonic()
-        prompts = code_prompts(files.train, args.suggestions, seed=r, context=args.context)
-        learnt = await serve(
-            system, user, prompts, send=True, max_tokens=args.max_tokens, clients=args.clients
-        )
+        prompts = code_prompts(files.train, args.suggestions, seed=1000 * seed + r,
+                               context=args.context, quiet_share=args.quiet_share,
+                               root=files.root)  # fmt: skip
+        learnt = await serve(system, user, prompts, send=True, max_tokens=args.max_tokens,
+                             clients=args.clients, written=not args.no_written)  # fmt: skip
         heldout = (await serve(system, user, measured, send=False, max_tokens=args.max_tokens,
                                clients=args.clients) if measured else None)  # fmt: skip
         serve_s = time.monotonic() - started
-        perplexity = ppl(adapter_dir)
+        perplexity, general_ppl = ppl(adapter_dir), general(adapter_dir)
         measure_s = time.monotonic() - started - serve_s
         headline = heldout if args.user == "intent" and heldout else learnt
         row: dict[str, Any] = {
-            "round": r, "acceptance_rate": headline["acceptance"],
+            "round": r, "requests": headline["requests"], "shown_share": headline["shown_share"],
+            "accepted": headline["accepted"], "acceptance_rate": headline["acceptance_of_shown"],
             "distinct_share": headline["distinct_share"], "perplexity": round(perplexity, 4),
+            "general_perplexity": round(general_ppl, 4),
             "train_prompts": learnt, "heldout_prompts": heldout,
             "serve_s": round(serve_s, 2), "measure_s": round(measure_s, 2),
         }  # fmt: skip
         if r < args.rounds:
             learned = await learn(system, cycle)
-            row |= {
-                "train_s": learned["train_s"],
-                "deploy_s": learned["deploy_s"],
-                "learn": learned,
-            }
+            row |= {"train_s": learned["train_s"], "deploy_s": learned["deploy_s"],
+                    "learn": learned}  # fmt: skip
             if learned["run_status"] == "succeeded" and learned["adapter_path"]:
                 adapter_dir = Path(learned["adapter_path"])
         row["wall_s"] = round(time.monotonic() - started, 2)
         rounds.append(row)
-        print(json.dumps(row), file=sys.stderr, flush=True)
-    first, last = rounds[0]["acceptance_rate"], rounds[-1]["acceptance_rate"]
-    ratio = last / first if first else None
-    shipped = [x for x in rounds if served(x) != served(rounds[0])]
-    ppl_ratio = rounds[-1]["perplexity"] / rounds[0]["perplexity"]
-    goal = GOALS[args.user]
+        print(json.dumps({"seed": seed, **row}), file=sys.stderr, flush=True)
+    return {"seed": seed, "rounds": rounds, "cycle": cycle,
+            "perplexity_text": {"files": len(ppl.chunks), "tokens": ppl.tokens},
+            **ratios(rounds)}  # fmt: skip
+
+
+def ratios(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One seed's last round against its round 0, and what the gate decided."""
+    first, last = rounds[0], rounds[-1]
+
+    def ratio(key: str) -> float | None:
+        return round(last[key] / first[key], 4) if first[key] and last[key] is not None else None
+
+    shipped = [x for x in rounds if served(x) != served(first)]
     return {
-        "model": str(system.model), "user": user.name, "backend": args.backend,
-        "suggestions": args.suggestions, "eval_prompts": args.eval_prompts, "cycle": cycle,
-        "clients": args.clients,
-        "perplexity_text": {"files": len(ppl.chunks), "tokens": ppl.tokens},
-        "summary": [{k: x.get(k) for k in ("round", "acceptance_rate", "distinct_share",
-                     "perplexity", "wall_s", "serve_s", "train_s", "deploy_s", "measure_s")}
-                    for x in rounds],
-        "rounds": rounds, "ratio": ratio, "goal_ratio": goal,
-        "perplexity_ratio": round(ppl_ratio, 4),
-        "max_round_wall_s": max(x["wall_s"] for x in rounds),
-        # The gate's verdicts, and the served policies against round 0: each round measures
-        # the policy serving then, so "nothing worse shipped" is every round served by a
-        # policy the learner shipped >= 0.9x (none shipped: true). The rounds still served
-        # by round 0's policy give the noise of one round's figure (`same_policy_ratios`).
+        "acceptance_ratio": ratio("acceptance_rate"), "accepted_ratio": ratio("accepted"),
+        "shown_share_ratio": ratio("shown_share"), "perplexity_ratio": ratio("perplexity"),
+        "general_perplexity_ratio": ratio("general_perplexity"),
         "decisions": dict(Counter(x["learn"]["decision"] for x in rounds if "learn" in x)),
-        "served_ratios": [round(x["acceptance_rate"] / first, 4) if first else None
-                          for x in rounds],
         "shipped_rounds": len(shipped),
-        "same_policy_ratios": [round(x["acceptance_rate"] / first, 4) if first else None
-                               for x in rounds if served(x) == served(rounds[0])],
-        "nothing_worse_shipped": bool(first) and all(
-            x["acceptance_rate"] >= 0.9 * first for x in shipped),
-        "goal_met": bool(ratio is not None and ratio >= goal
-                         and ppl_ratio <= MAX_PERPLEXITY_RATIO),
+        "max_round_wall_s": max(x["wall_s"] for x in rounds),
     }  # fmt: skip
 
 
 def served(row: dict[str, Any]) -> list[str]:
     """The adapters that served a round's measured completions."""
     return list((row.get("heldout_prompts") or row["train_prompts"])["served_by"])
+
+
+def spread(values: list[Any]) -> dict[str, Any]:
+    real = [v for v in values if v is not None]
+    if not real:
+        return {"mean": None, "min": None, "max": None, "n": 0}
+    return {"mean": round(statistics.fmean(real), 4), "min": min(real), "max": max(real),
+            "n": len(real)}  # fmt: skip
+
+
+def summarize(args: argparse.Namespace, model: Path, seeds: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = ("requests", "shown_share", "accepted", "acceptance_rate", "distinct_share",
+            "perplexity", "general_perplexity", "wall_s")  # fmt: skip
+    per_round = [{"round": r, **{k: spread([s["rounds"][r][k] for s in seeds]) for k in keys}}
+                 for r in range(args.rounds + 1)]  # fmt: skip
+    totals = ("acceptance_ratio", "accepted_ratio", "shown_share_ratio", "perplexity_ratio",
+              "general_perplexity_ratio", "max_round_wall_s")  # fmt: skip
+    return {
+        "model": str(model), "user": args.user, "backend": args.backend,
+        "code_dir": str(args.code_dir or "stdlib"), "written": not args.no_written,
+        "quiet_share": args.quiet_share, "suggestions": args.suggestions,
+        "eval_prompts": args.eval_prompts, "clients": args.clients,
+        "summary": [{k: x.get(k) for k in ("seed", "acceptance_ratio", "accepted_ratio",
+                     "perplexity_ratio", "general_perplexity_ratio", "decisions",
+                     "max_round_wall_s")} for x in seeds],
+        "rounds_mean": per_round, **{k: spread([s[k] for s in seeds]) for k in totals},
+        "seeds": seeds,
+    }  # fmt: skip
 
 
 def default_model() -> Path:
@@ -291,10 +255,22 @@ def main() -> None:
     parser.add_argument("--model", type=Path, help="model folder (default: the dev model)")
     parser.add_argument("--user", choices=["regex", "intent"], default="regex")
     parser.add_argument("--accept-regex", default=DEFAULT_REGEX)
+    parser.add_argument("--seeds", type=int, default=1, help="whole runs, a fresh system each")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--suggestions", type=int, default=64, help="learning prompts a round")
     parser.add_argument("--eval-prompts", type=int, default=None,
                         help="held-out prompts a round (default: regex 0, intent 64)")  # fmt: skip
+    parser.add_argument(
+        "--quiet-share",
+        type=float,
+        default=0.2,
+        help="share of prompts cut before a blank line (nothing to write)",
+    )
+    parser.add_argument(
+        "--no-written",
+        action="store_true",
+        help="the person types nothing after a rejection (no `written`)",
+    )
     parser.add_argument("--max-tokens", type=int, default=24, help="per completion")
     parser.add_argument("--clients", type=int, default=4,
                         help="simulated people typing at once (WebSocket connections); the "
@@ -316,18 +292,22 @@ def main() -> None:
     args = parser.parse_args()
     if args.eval_prompts is None:
         args.eval_prompts = 64 if args.user == "intent" else 0
+    if args.code_dir is not None and not args.code_dir.is_dir():
+        sys.exit(f"error: --code-dir {args.code_dir} is not a folder")
     model = (args.model or default_model()).resolve()
     if not (model / "config.json").is_file():
         sys.exit(f"{model} holds no model (no config.json): pass --model with a checkpoint folder")
-    with tempfile.TemporaryDirectory(prefix="apprentice-bench-") as tmp:
-        system = System(Path(tmp) / "home", model, backend=args.backend,
-                        database_url=args.database_url, broker_url=args.broker_url)  # fmt: skip
-        try:
-            system.start()
-            result = asyncio.run(run_bench(args, system))
-        finally:
-            system.stop()
-    print(json.dumps(result))
+    seeds = []
+    for seed in range(args.seeds):
+        with tempfile.TemporaryDirectory(prefix="apprentice-bench-") as tmp:
+            system = System(Path(tmp) / "home", model, backend=args.backend,
+                            database_url=args.database_url, broker_url=args.broker_url)  # fmt: skip
+            try:
+                system.start()
+                seeds.append(asyncio.run(run_bench(args, system, seed)))
+            finally:
+                system.stop()
+    print(json.dumps(summarize(args, model, seeds)))
 
 
 if __name__ == "__main__":

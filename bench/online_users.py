@@ -1,15 +1,19 @@
 """The simulated people and the code of bench/online_learning.py: prompts, users, perplexity.
 
-- `CodeFiles(folder)`: the .py files of a folder (default: the standard library), split for
-  good by a hash of the file name: `train` files give the prompts whose outcomes the learner
-  trains on; `heldout` files (one in five) are never trained on: they give the intent user's
-  measured prompts and the perplexity text.
-- `code_prompts(files, n, seed, context=15)`: `Prompt`s: `context` lines of a file, cut
-  before a non-blank line, the prefix ending in that line's indentation; `Prompt.next_line`
-  is the real line.
+- `CodeFiles(folder)`: the .py files under a folder, its subfolders included (default: the
+  standard library's top level), split for good by a hash of the file's path under the
+  folder: `train` files give the prompts whose outcomes the learner trains on; `heldout` files
+  (one in five) are never trained on: they give the intent user's measured prompts and the
+  perplexity text.
+- `code_prompts(files, n, seed, context=15, quiet_share=0.0)`: `Prompt`s: `context` lines of
+  a file, cut before a non-blank line, the prefix ending in that line's indentation;
+  `Prompt.next_line` is the real line. A `quiet_share` of them are cut before a blank line
+  instead (`quiet`): the person was about to write nothing, the right answer is silence.
 - `RegexUser(pattern)`: accepts a completion when it matches (easy to game: `#  0x` junk
   everywhere matched `[0-9]`). `IntentUser()`: accepts exactly when the completion's first
-  line is the file's real next line, modulo surrounding whitespace.
+  line is the file's real next line, modulo surrounding whitespace (nothing, at a quiet
+  prompt); when it does not, it writes the real line (`writes`: what the editor reports as
+  `written`; "" at a quiet prompt).
 - `Perplexity(model_dir, files)`: held-out code perplexity of the base model, or of the base
   with a peft adapter folder (the served policy): exp(mean next-token NLL) over the first
   `tokens` tokens of each held-out file, transformers + peft in float32 on the CPU.
@@ -32,9 +36,10 @@ HELDOUT_ONE_IN = 5  # one file in five is held out, by a hash of its name
 
 @dataclass(frozen=True)
 class Prompt:
-    path: str  # the file's name, as the editor would send it
+    path: str  # the file's path under the code folder, as the editor would send it
     prefix: str  # text before the cursor
     next_line: str  # the line the person was about to write
+    quiet: bool = False  # about to write nothing (a blank line)
 
 
 class CodeFiles:
@@ -42,30 +47,37 @@ class CodeFiles:
 
     def __init__(self, folder: Path | None = None) -> None:
         root = folder or Path(sysconfig.get_paths()["stdlib"])
+        self.root = root
         self.train: list[Path] = []
         self.heldout: list[Path] = []
-        for path in sorted(root.glob("*.py")):
+        found = sorted(root.rglob("*.py")) if folder else sorted(root.glob("*.py"))
+        for path in found:
             if len(path.read_text(errors="replace").splitlines()) < 40:
                 continue
-            digest = int(hashlib.sha1(path.name.encode()).hexdigest(), 16)
+            name = path.name if folder is None else str(path.relative_to(root))
+            digest = int(hashlib.sha1(name.encode()).hexdigest(), 16)
             (self.heldout if digest % HELDOUT_ONE_IN == 0 else self.train).append(path)
         if len(self.train) < 2 or len(self.heldout) < 2:
             raise SystemExit(f"{root}: too few .py files of 40+ lines for a train/held-out split")
 
 
-def code_prompts(files: list[Path], n: int, seed: int, *, context: int = 15) -> list[Prompt]:
-    """n prompts: `context` lines of a file cut before a non-blank line, its indent typed."""
+def code_prompts(files: list[Path], n: int, seed: int, *, context: int = 15,
+                 quiet_share: float = 0.0, root: Path | None = None) -> list[Prompt]:  # fmt: skip
+    """n prompts: `context` lines of a file cut before a non-blank line, its indent typed; a
+    `quiet_share` of them cut before a blank line after a non-blank one (nothing typed)."""
     rng = random.Random(seed)
     out: list[Prompt] = []
     while len(out) < n:
         path = rng.choice(files)
         lines = path.read_text(errors="replace").splitlines()
         cut = rng.randrange(10, len(lines) - 5)
-        if not lines[cut].strip():
+        quiet = rng.random() < quiet_share
+        if quiet != (not lines[cut].strip()) or (quiet and not lines[cut - 1].strip()):
             continue
-        indent = re.match(r"\s*", lines[cut]).group(0)  # type: ignore[union-attr]
+        indent = "" if quiet else re.match(r"\s*", lines[cut]).group(0)  # type: ignore[union-attr]
         prefix = "\n".join(lines[max(0, cut - context) : cut]) + "\n" + indent
-        out.append(Prompt(path.name, prefix, lines[cut]))
+        name = str(path.relative_to(root)) if root else path.name
+        out.append(Prompt(name, prefix, lines[cut], quiet))
     return out
 
 
@@ -73,6 +85,8 @@ class User(Protocol):
     name: str
 
     def accepts(self, prompt: Prompt, completion: str) -> bool: ...
+
+    def writes(self, prompt: Prompt) -> str | None: ...
 
 
 class RegexUser:
@@ -84,6 +98,9 @@ class RegexUser:
     def accepts(self, prompt: Prompt, completion: str) -> bool:
         return bool(self.pattern.search(completion))
 
+    def writes(self, prompt: Prompt) -> str | None:
+        return None  # it judges text; it has no intent to write down
+
 
 class IntentUser:
     """Accepts exactly what the person was about to write: the first line of the completion
@@ -93,7 +110,12 @@ class IntentUser:
 
     def accepts(self, prompt: Prompt, completion: str) -> bool:
         first = completion.split("\n", 1)[0]
-        return first.strip() == prompt.next_line.strip()
+        return not prompt.quiet and first.strip() == prompt.next_line.strip()
+
+    def writes(self, prompt: Prompt) -> str:
+        """What the person types at the cursor when they do not take the completion: the
+        real line after the indentation already typed (nothing at a quiet prompt)."""
+        return "" if prompt.quiet else prompt.next_line.strip()
 
 
 class Perplexity:
