@@ -138,6 +138,42 @@ export interface OutcomeSeries {
   rows: OutcomeCount[];
 }
 
+/** k of n with its 95 % Wilson score interval (computed by the server); null when n is 0. */
+export interface Rate {
+  k: number;
+  n: number;
+  value: number | null;
+  low: number | null;
+  high: number | null;
+}
+
+export interface AdapterCompletions {
+  adapter_version: number | null;
+  requests: number;
+  shown: number;
+  accepted: number;
+  shown_share: Rate;
+  acceptance: Rate;
+}
+
+export interface CompletionBucket {
+  t: string;
+  adapter_version: number | null;
+  requests: number;
+  shown: number;
+  accepted: number;
+}
+
+export interface CompletionStats {
+  since: string;
+  until: string;
+  bucket_s: number;
+  language: string | null;
+  user: string | null;
+  adapters: AdapterCompletions[];
+  buckets: CompletionBucket[];
+}
+
 export interface SolveRates {
   run_id: number;
   created_at: string;

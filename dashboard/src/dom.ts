@@ -42,6 +42,4 @@ export function percent(part: number, whole: number): string {
   return whole > 0 ? `${((100 * part) / whole).toFixed(1)}%` : "—";
 }
 
-export function adapterName(version: number | null): string {
-  return version === null ? "base" : `policy-v${version}`;
-}
+export { adapterName } from "./timeline"; // base for version null or 0, else policy-vN

@@ -75,13 +75,31 @@ try {
   seen.gateEvidence = await page.textContent("#gate-evidence").catch(() => null);
   await shot(page, "run");
 
-  // The overview: acceptance per adapter, counts per adapter and kind.
+  // The overview: completions shown and accepted per adapter with their intervals, the
+  // charts (one series per adapter on an axis spanning the range; an empty one says so),
+  // counts per adapter and kind; then the same for the last 24 hours.
+  const charts = () => page.evaluate(() => Object.fromEntries([...document.querySelectorAll(".chart")]
+    .map((box) => {
+      const canvas = box.querySelector("canvas");
+      if (canvas) return [canvas.id, { ...canvas.dataset }];
+      const note = box.querySelector(".no-data");
+      return [note?.id ?? "?", { empty: note?.textContent ?? "" }];
+    })));
   await page.goto(`${base}/admin/#/overview`);
   await page.locator("#counts").waitFor();
   await page.waitForTimeout(300); // the chart draws in the next frame
   seen.overviewRows = await page.locator("#counts tbody tr td:first-child").allTextContents();
   seen.overviewCharts = await page.locator("canvas").count();
+  seen.completionRates = await page.locator("#completion-rates tbody tr")
+    .evaluateAll((rows) => rows.map((row) => [...row.cells].map((cell) => cell.textContent)));
+  seen.rangeText = await page.textContent("#range-text");
+  seen.charts = await charts();
   await shot(page, "overview");
+  await page.selectOption("#range", "0");
+  await page.locator("#range-text", { hasText: /^24 hours/ }).waitFor();
+  await page.waitForTimeout(300);
+  seen.dayCharts = await charts();
+  await shot(page, "overview-day");
 
   await page.goto(`${base}/admin/#/runs`);
   await page.locator("#runs").waitFor();
@@ -112,10 +130,8 @@ try {
   await page.locator("#action-message.ok, #action-message.error").waitFor({ timeout: 120_000 });
   seen.actionMessage = await page.textContent("#action-message");
   seen.actionOk = await page.locator("#action-message.ok").count() === 1;
-  await page.waitForFunction(
-    (before) => document.querySelectorAll("#deployments tbody tr").length > before,
-    seen.deploymentsBefore,
-  );
+  // A new row (locators, not waitForFunction: the page's CSP forbids the eval it needs).
+  await page.locator("#deployments tbody tr").nth(seen.deploymentsBefore).waitFor();
   seen.deploymentsAfter = await page.locator("#deployments tbody tr").count();
   seen.servingRow = await page.locator("#adapters tr:has(.serving) td:first-child").textContent()
     .catch(() => "base");

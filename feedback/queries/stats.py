@@ -7,6 +7,7 @@
     latest_train_tokens_per_s(runs)
     latest_step_peak_rss_gb(runs)
     outcome_series(db, since=..., until=..., bucket_s=3600, language="python")  # the overview
+    # completions shown / accepted per adapter, with intervals: completion_stats.py beside this
 
 What `/metrics` (agent_server/api/metrics.py) and the dashboard's overview
 (routers/admin_views.py) report from the database. Every count is a
@@ -107,7 +108,7 @@ LANGUAGES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _bucket(column: Any, seconds: int, dialect: str) -> Any:
+def bucket_start(column: Any, seconds: int, dialect: str) -> Any:
     """The start (epoch seconds) of the `seconds`-long bucket a timestamp falls in."""
     if dialect == "postgresql":  # date_part is float8; extract() is numeric, ~30% slower here
         return cast(func.floor(func.date_part("epoch", column) / seconds) * seconds, BigInteger)
@@ -129,7 +130,7 @@ def outcome_series(
     [(bucket start, epoch s), adapter version, suggestion kind, outcome kind, n)], by the
     outcome's server time in [since, until); with `user_id`, only that person's outcomes.
     One GROUP BY on the database."""
-    bucket = _bucket(Outcome.server_time, bucket_s, db.get_bind().dialect.name).label("bucket")
+    bucket = bucket_start(Outcome.server_time, bucket_s, db.get_bind().dialect.name).label("bucket")
     query = (
         select(bucket, Suggestion.adapter_version, Suggestion.kind, Outcome.kind, func.count())
         .join(Suggestion, Outcome.suggestion_id == Suggestion.id)

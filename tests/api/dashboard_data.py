@@ -3,6 +3,7 @@ bench/dashboard.py: suggestions with outcomes spread over days and adapters, run
 
     seed_outcomes(db, n=100_000, days=30, adapters=(None, 1, 2), seed=0)  # -> counts
     seed_runs(db, n=200)
+    seed_completion_cases(db, at=...)  # hand-made completions: COMPLETION_CASES and extras
 
 Rows go in with multi-row INSERTs (core `insert`), tens of thousands a second on PostgreSQL.
 """
@@ -13,6 +14,7 @@ import datetime as dt
 import random
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import insert
@@ -82,6 +84,69 @@ def _flush(factory, suggestions: list[dict[str, Any]], outcomes: list[dict[str, 
             db.execute(insert(Outcome), outcomes)
     suggestions.clear()
     outcomes.clear()
+
+
+# Hand-made completions: (adapter version, outcomes in order — a kind or (kind, reason)),
+# with whether the overview counts each as shown and as accepted (the latest decisive outcome
+# desirable; feedback/queries/completion_stats.py).
+COMPLETION_CASES: tuple[tuple[int | None, tuple[Any, ...], bool, bool], ...] = (
+    (None, ("shown", "accepted"), True, True),
+    (None, ("shown", "rejected"), True, False),
+    (None, ("shown", "rejected", "written"), True, False),  # written: what they typed instead
+    (None, (), False, False),  # an empty completion: the editor shows nothing, reports nothing
+    (None, ("shown", "accepted", "reverted"), True, False),  # the latest decision counts
+    (None, ("shown", "accepted", ("rejected", "[editor] no room")), True, True),  # not theirs
+    (None, ("shown", "written"), True, False),  # shown, and no decision: not accepted
+    (0, ("shown", "partially_accepted", "written"), True, True),  # 0 is the base model too
+    (1, ("shown", "accepted", "persisted"), True, True),
+    (1, ("accepted",), False, False),  # never shown: not in the acceptance of what was shown
+    (1, (), False, False),
+)
+# Per adapter: (requests, shown, accepted) of COMPLETION_CASES, counted by hand.
+COMPLETION_TOTALS = {None: (8, 7, 3), 1: (3, 1, 1)}
+
+
+def add_completion(
+    factory: sessionmaker[Session],
+    outcomes: Sequence[str | tuple[str, str]],
+    *,
+    at: dt.datetime,
+    adapter_version: int | None = None,
+    kind: str = "completion",
+    file_path: str = "src/app.py",
+    user_id: int | None = None,
+) -> str:
+    """One suggestion made at `at` (empty text when it got no outcome, as the served policy's
+    empty answer) and its outcomes a second apart; returns its id."""
+    sid = str(uuid.uuid4())
+    text = "return x" if outcomes else ""
+    with transaction(factory) as db:
+        db.execute(insert(Suggestion), [dict(
+            id=sid, kind=kind, model="hand", adapter_version=adapter_version, prompt_messages=[],
+            completion_text=text, completion_token_ids=[1] if text else [],
+            completion_logprobs=[-0.5] if text else [], proposed=text, file_path=file_path,
+            user_id=user_id, created_at=at,
+        )])  # fmt: skip
+        for step, outcome in enumerate(outcomes):
+            name, reason = (outcome, None) if isinstance(outcome, str) else outcome
+            db.execute(insert(Outcome), [dict(
+                suggestion_id=sid, kind=name, reason=reason, client_event_id=f"{sid}-{step}",
+                final_text="return y" if name == "written" else None, user_id=user_id,
+                server_time=at + dt.timedelta(seconds=step),
+            )])  # fmt: skip
+    return sid
+
+
+def seed_completion_cases(factory: sessionmaker[Session], *, at: dt.datetime) -> None:
+    """COMPLETION_CASES at `at`, and rows the overview's completion figures leave out in
+    [at - 1 day, at + 1 hour) for python files: an edit, a completion 400 days older, one in
+    a TypeScript file (policy-v2, shown and accepted)."""
+    for version, outcomes, _, _ in COMPLETION_CASES:
+        add_completion(factory, outcomes, at=at, adapter_version=version)
+    add_completion(factory, ("accepted",), at=at, kind="edit", adapter_version=1)
+    add_completion(factory, ("shown", "accepted"), at=at - dt.timedelta(days=400))
+    add_completion(factory, ("shown", "accepted"), at=at, adapter_version=2,
+                   file_path="web/main.ts")  # fmt: skip
 
 
 def seed_runs(factory: sessionmaker[Session], *, n: int, seed: int = 0) -> None:

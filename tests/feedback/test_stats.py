@@ -1,5 +1,7 @@
 """The dashboard's and /metrics' aggregates, computed by SQLite and by PostgreSQL alike, equal
-the counts of the rows seeded (tests/api/dashboard_data.py).
+the counts of the rows seeded (tests/api/dashboard_data.py); the completions shown and
+accepted per adapter (feedback/queries/completion_stats.py) on hand-made rows, and their
+Wilson intervals.
 
 Run: .venv/bin/python -m pytest tests/feedback/test_stats.py -q
 """
@@ -7,8 +9,19 @@ Run: .venv/bin/python -m pytest tests/feedback/test_stats.py -q
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections import Counter
 
+import pytest
+
+from feedback.db import transaction
+from feedback.queries.completion_stats import (
+    Z_95,
+    completion_counts,
+    per_adapter,
+    rate,
+    wilson,
+)
 from feedback.queries.stats import (
     latest_step_seconds,
     outcome_counts,
@@ -16,7 +29,15 @@ from feedback.queries.stats import (
     recent_steps,
     run_status_counts,
 )
-from tests.api.dashboard_data import seed_outcomes, seed_runs
+from feedback.queries.users import add_user
+from tests.api.dashboard_data import (
+    COMPLETION_CASES,
+    COMPLETION_TOTALS,
+    add_completion,
+    seed_completion_cases,
+    seed_outcomes,
+    seed_runs,
+)
 
 END = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
@@ -51,3 +72,65 @@ def test_run_figures(db) -> None:
         steps = latest_step_seconds(recent_steps(s))
     assert set(steps) == {"collect", "train", "evaluate", "publish", "deploy"}
     assert all(0 <= v <= 200 for v in steps.values())
+
+
+def totals_of(rows) -> dict:
+    return {v: (c.requests, c.shown, c.accepted) for v, c in per_adapter(rows).items()}
+
+
+def test_completions_shown_and_accepted_per_adapter(db) -> None:
+    at = END - dt.timedelta(hours=1)
+    seed_completion_cases(db, at=at)
+    add_completion(db, ("shown", "accepted"), at=END - dt.timedelta(hours=3), adapter_version=1)
+    with transaction(db) as s:
+        ada = add_user(s, "ada")[0].id
+    add_completion(db, ("shown", "rejected"), at=at, adapter_version=2, user_id=ada)
+    since = END - dt.timedelta(days=1)
+    with db() as s:
+        rows = completion_counts(s, since=since, until=END, bucket_s=3600)
+        python = completion_counts(s, since=since, until=END, bucket_s=3600, language="python")
+        hers = completion_counts(s, since=since, until=END, bucket_s=86400, user_id=ada)
+        none = completion_counts(s, since=END, until=END + dt.timedelta(days=1), bucket_s=3600)
+    # The hand count agrees with the cases' own flags: `written` is no rejection (a shown
+    # completion partly taken, then `written`, is accepted), an empty completion that got no
+    # `shown` is a request not shown, the base model is version NULL and 0 alike.
+    for version, (requests, shown, accepted) in COMPLETION_TOTALS.items():
+        cases = [c for c in COMPLETION_CASES if (c[0] or None) == version]
+        assert (len(cases), sum(c[2] for c in cases), sum(c[3] for c in cases)) == (
+            requests, shown, accepted)  # fmt: skip
+    assert totals_of(python) == {None: (8, 7, 3), 1: (4, 2, 2), 2: (1, 1, 0)}
+    assert totals_of(rows) == {None: (8, 7, 3), 1: (4, 2, 2), 2: (2, 2, 1)}
+    # Per hour bucket of the request (the edit and the old completion are never counted).
+    by_bucket = {(r.bucket, r.adapter_version): (r.requests, r.shown, r.accepted) for r in rows}
+    hour = int(at.timestamp()) // 3600 * 3600
+    assert by_bucket == {
+        (hour, None): (8, 7, 3), (hour, 1): (3, 1, 1), (hour, 2): (2, 2, 1),
+        (hour - 2 * 3600, 1): (1, 1, 1),
+    }  # fmt: skip
+    assert [r.bucket for r in rows] == sorted(r.bucket for r in rows)
+    assert totals_of(hers) == {2: (1, 1, 0)} and none == []
+
+
+@pytest.mark.parametrize("k, n", [(0, 1), (1, 1), (0, 7), (3, 7), (7, 8), (8, 8), (1, 1000),
+                                  (500, 1000), (999, 1000)])  # fmt: skip
+def test_the_wilson_interval_holds_the_estimate_and_solves_its_equation(k: int, n: int) -> None:
+    low, high = wilson(k, n)  # type: ignore[misc]
+    p = k / n
+    assert 0.0 <= low <= p <= high <= 1.0 and low < high
+    assert (low == 0.0) == (k == 0) and (high == 1.0) == (k == n)
+    # Wilson's bounds are the q with (p - q)^2 = z^2 q (1 - q) / n: the score test's edge.
+    for q in (low, high):
+        if 0.0 < q < 1.0:
+            assert math.isclose((p - q) ** 2, Z_95**2 * q * (1 - q) / n, rel_tol=1e-9)
+
+
+def test_rates_with_their_interval() -> None:
+    r = rate(10, 25)
+    assert (r.k, r.n, r.value) == (10, 25, 0.4)
+    assert round(r.low, 4) == 0.2340 and round(r.high, 4) == 0.5926  # type: ignore[arg-type]
+    assert wilson(0, 0) is None and rate(0, 0).value is None and rate(0, 0).low is None
+    # More evidence, a narrower interval around the same share.
+    wide, narrow = wilson(5, 10), wilson(500, 1000)
+    assert narrow[1] - narrow[0] < wide[1] - wide[0]  # type: ignore[index]
+    with pytest.raises(ValueError):
+        wilson(3, 2)

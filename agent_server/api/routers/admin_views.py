@@ -2,6 +2,10 @@
 
     GET /v1/admin/stats/outcomes?since=..&until=..&bucket_s=3600&language=python&user=ada
         outcomes per time bucket, adapter, suggestion kind and outcome kind (SQL GROUP BY)
+    GET /v1/admin/stats/completions?since=..&until=..&bucket_s=3600&language=python&user=ada
+        inline completions per adapter: the share of requests shown and the acceptance of
+        those shown, each with its 95 % Wilson interval, and the counts per time bucket
+        (feedback/queries/completion_stats.py)
     GET /v1/admin/users
         the people who use the server (`apprentice users ...`), never their tokens
     GET /v1/admin/runs/{id}/events
@@ -10,7 +14,7 @@
         proxies from closing the stream
 
 Same auth as admin.py (the admin token, or the dashboard's cookie). Tests:
-tests/api/test_admin_views.py.
+tests/api/test_admin_views.py, tests/api/test_dashboard.py (completions).
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
+from sqlalchemy.orm import Session
 
 from agent_server.api.deps import DbDep, DbInt, DbText, ServicesDep, require_admin
 from agent_server.api.routers.admin import RunDetail
 from feedback.queries import get_run
+from feedback.queries.completion_stats import Rate, completion_counts, per_adapter, rate
 from feedback.queries.runs import HEARTBEAT_KEYS
 from feedback.queries.stats import LANGUAGES, outcome_series
 from feedback.queries.users import list_users, user_ids
@@ -56,6 +62,45 @@ class OutcomeSeries(BaseModel):
     rows: list[OutcomeCount]
 
 
+class RateOut(BaseModel):
+    k: int
+    n: int
+    value: float | None = Field(description="k / n; null when n is 0.")
+    low: float | None = Field(description="The 95 % Wilson score interval's lower bound.")
+    high: float | None = Field(description="Its upper bound.")
+
+    @classmethod
+    def of(cls, r: Rate) -> RateOut:
+        return cls(k=r.k, n=r.n, value=r.value, low=r.low, high=r.high)
+
+
+class AdapterCompletions(BaseModel):
+    adapter_version: int | None = Field(description="The adapter that served; null: base model.")
+    requests: int = Field(description="Completion suggestions made (empty ones too).")
+    shown: int = Field(description="Of those, shown by the editor (a `shown` outcome).")
+    accepted: int = Field(description="Of those shown, the latest decisive outcome desirable.")
+    shown_share: RateOut = Field(description="shown / requests")
+    acceptance: RateOut = Field(description="accepted / shown")
+
+
+class CompletionBucket(BaseModel):
+    t: dt.datetime = Field(description="Start of the time bucket (UTC) the requests fell in.")
+    adapter_version: int | None
+    requests: int
+    shown: int
+    accepted: int
+
+
+class CompletionStats(BaseModel):
+    since: dt.datetime
+    until: dt.datetime
+    bucket_s: int
+    language: str | None
+    user: str | None
+    adapters: list[AdapterCompletions] = Field(description="Totals over the range, per adapter.")
+    buckets: list[CompletionBucket] = Field(description="The same per time bucket.")
+
+
 class UserOut(BaseModel):
     name: str
     admin: bool
@@ -75,18 +120,22 @@ def users(db: DbDep) -> list[UserOut]:
     ]  # fmt: skip
 
 
-@router.get("/stats/outcomes")
-def outcomes(
-    db: DbDep,
-    since: Annotated[dt.datetime | None, Query(description="Default: `until` - 30 days.")] = None,
-    until: Annotated[dt.datetime | None, Query(description="Default: now.")] = None,
-    bucket_s: int = Query(default=86400, ge=60, le=366 * 86400),
-    language: str | None = Query(default=None, description="A name from `languages`."),
-    user: Annotated[
-        DbText | None, Query(description="A name from `users`: their outcomes.")
-    ] = None,
-) -> OutcomeSeries:
-    """Outcomes by time bucket, adapter, suggestion kind and outcome kind, counted in SQL."""
+SinceQ = Annotated[dt.datetime | None, Query(description="Default: `until` - 30 days.")]
+UntilQ = Annotated[dt.datetime | None, Query(description="Default: now.")]
+BucketQ = Annotated[int, Query(ge=60, le=366 * 86400)]
+LanguageQ = Annotated[str | None, Query(description="A name from `languages`.")]
+UserQ = Annotated[DbText | None, Query(description="A name from `users`: theirs only.")]
+
+
+def _window(
+    db: Session,
+    since: dt.datetime | None,
+    until: dt.datetime | None,
+    bucket_s: int,
+    language: str | None,
+    user: str | None,
+) -> tuple[dt.datetime, dt.datetime, int | None]:
+    """The checked query of a stats endpoint: (since, until, the user's id or None)."""
     try:  # near year 1 or 9999, the default `since` or the shift to UTC leave datetime's range
         until = _aware(until) if until else dt.datetime.now(dt.UTC)
         since = _aware(since) if since else until - dt.timedelta(days=30)
@@ -103,6 +152,20 @@ def outcomes(
         user_id = user_ids(db, [user]).get(user)
         if user_id is None:
             raise HTTPException(422, detail=f"no user named {user!r}")
+    return since, until, user_id
+
+
+@router.get("/stats/outcomes")
+def outcomes(
+    db: DbDep,
+    since: SinceQ = None,
+    until: UntilQ = None,
+    bucket_s: BucketQ = 86400,
+    language: LanguageQ = None,
+    user: UserQ = None,
+) -> OutcomeSeries:
+    """Outcomes by time bucket, adapter, suggestion kind and outcome kind, counted in SQL."""
+    since, until, user_id = _window(db, since, until, bucket_s, language, user)
     rows = outcome_series(
         db, since=since, until=until, bucket_s=bucket_s, language=language, user_id=user_id
     )
@@ -111,6 +174,36 @@ def outcomes(
         user=user, users=[u.name for u in list_users(db)],
         rows=[OutcomeCount(t=dt.datetime.fromtimestamp(b, dt.UTC), adapter_version=v,
                            suggestion=s, kind=k, n=n) for b, v, s, k, n in rows],
+    )  # fmt: skip
+
+
+@router.get("/stats/completions")
+def completions(
+    db: DbDep,
+    since: SinceQ = None,
+    until: UntilQ = None,
+    bucket_s: BucketQ = 86400,
+    language: LanguageQ = None,
+    user: UserQ = None,
+) -> CompletionStats:
+    """Inline completions per adapter (the base model: null): requests, shown, accepted; the
+    share shown and the acceptance of those shown with 95 % Wilson score intervals."""
+    since, until, user_id = _window(db, since, until, bucket_s, language, user)
+    rows = completion_counts(
+        db, since=since, until=until, bucket_s=bucket_s, language=language, user_id=user_id
+    )
+    adapters = [
+        AdapterCompletions(adapter_version=v, requests=c.requests, shown=c.shown,
+                           accepted=c.accepted, shown_share=RateOut.of(rate(c.shown, c.requests)),
+                           acceptance=RateOut.of(rate(c.accepted, c.shown)))
+        for v, c in per_adapter(rows).items()
+    ]  # fmt: skip
+    return CompletionStats(
+        since=since, until=until, bucket_s=bucket_s, language=language, user=user,
+        adapters=adapters,
+        buckets=[CompletionBucket(t=dt.datetime.fromtimestamp(r.bucket, dt.UTC),
+                                  adapter_version=r.adapter_version, requests=r.requests,
+                                  shown=r.shown, accepted=r.accepted) for r in rows],
     )  # fmt: skip
 
 

@@ -1,47 +1,26 @@
-// Overview: acceptance over time per adapter version (completions and agent edits apart), the
-// counts and follow-up rates per adapter, by language and time range; deployments are marked
-// on the time axis so a person sees what each adapter changed.
-import { api, type Deployment, type OutcomeCount, type OutcomeSeries } from "../api";
-import { lineChart, type Series } from "../charts";
+// Overview: per adapter version, the share of completion requests shown and the acceptance of
+// those shown (with 95 % intervals the server computes); over time, completions (accepted /
+// shown, shown / requested) and agent edits ((accepted + partly) / decided), one series per
+// adapter on an axis spanning the chosen range, deployments marked; the counts and follow-up
+// rates per adapter; by time range, language and user.
+import { api, type CompletionStats, type Deployment, type OutcomeCount, type OutcomeSeries } from "../api";
+import { timeChart } from "../charts";
 import { adapterName, h, percent, table } from "../dom";
+import { adapterSeries, outcomeCounts, RANGES, rateText, type BucketCount } from "../timeline";
 
-const RANGES: [string, number, number][] = [
-  // label, days, bucket seconds
-  ["24 hours", 1, 3600],
-  ["7 days", 7, 6 * 3600],
-  ["30 days", 30, 86400],
-  ["90 days", 90, 86400],
-  ["1 year", 365, 7 * 86400],
-];
 const KINDS = ["shown", "accepted", "rejected", "partially_accepted", "persisted",
-               "edited_after_accept", "reverted"];
+               "edited_after_accept", "reverted", "written"];
 
 let state = { range: 2, language: "", user: "" };
 
-/** Accepted share per bucket: completions accepted / shown; edits (accepted + partial) / decided. */
-function acceptance(rows: OutcomeCount[], suggestion: string): Series[] {
-  const byAdapter = new Map<string, Map<number, Record<string, number>>>();
-  for (const row of rows) {
-    if (row.suggestion !== suggestion) continue;
-    const name = adapterName(row.adapter_version);
-    const buckets = byAdapter.get(name) ?? new Map();
-    byAdapter.set(name, buckets);
-    const t = Date.parse(row.t);
-    const counts = buckets.get(t) ?? {};
-    buckets.set(t, counts);
-    counts[row.kind] = (counts[row.kind] ?? 0) + row.n;
+function ratesTable(stats: CompletionStats): HTMLElement {
+  if (!stats.adapters.length) {
+    return h("p", { id: "no-completions", class: "muted" }, "No completion requests in this range.");
   }
-  const series: Series[] = [];
-  for (const [label, buckets] of [...byAdapter].sort()) {
-    const points = [];
-    for (const [x, c] of [...buckets].sort((a, b) => a[0] - b[0])) {
-      const took = (c.accepted ?? 0) + (suggestion === "edit" ? c.partially_accepted ?? 0 : 0);
-      const whole = suggestion === "edit" ? took + (c.rejected ?? 0) : c.shown ?? 0;
-      if (whole > 0) points.push({ x, y: Math.min(1, took / whole) });
-    }
-    if (points.length) series.push({ label, points });
-  }
-  return series;
+  const rows = stats.adapters.map((a) => [adapterName(a.adapter_version), a.requests, a.shown,
+    rateText(a.shown_share), a.accepted, rateText(a.acceptance)]);
+  return table(["adapter", "requests", "shown", "share shown (95% CI)", "accepted",
+                "acceptance of shown (95% CI)"], rows, "completion-rates");
 }
 
 function countsTable(rows: OutcomeCount[]): HTMLElement {
@@ -59,22 +38,32 @@ function countsTable(rows: OutcomeCount[]): HTMLElement {
     return [key, ...KINDS.map((k) => c[k] ?? 0), rate, percent(c.persisted ?? 0, took),
             percent(c.edited_after_accept ?? 0, took), percent(c.reverted ?? 0, took)];
   });
-  return table(["adapter / kind", ...KINDS, "acceptance", "persisted", "edited after", "reverted"],
-               body, "counts");
+  // Kinds as words ("partially accepted"), so the headers wrap and the table fits its card.
+  return h("div", { class: "scroll" },
+    table(["adapter / kind", ...KINDS.map((k) => k.replaceAll("_", " ")), "acceptance", "persisted",
+           "edited after", "reverted"], body, "counts"));
+}
+
+function utcRange(since: number, until: number): string {
+  const text = (ms: number): string => new Date(ms).toISOString().slice(0, 16).replace("T", " ");
+  return `${text(since)} – ${text(until)} UTC`;
 }
 
 export async function renderOverview(app: HTMLElement): Promise<void> {
   const [label, days, bucket] = RANGES[state.range];
-  const until = new Date();
-  const since = new Date(until.getTime() - days * 86400_000);
-  const query = new URLSearchParams({ since: since.toISOString(), until: until.toISOString(),
-                                      bucket_s: String(bucket) });
+  const now = new Date();
+  const query = new URLSearchParams({ since: new Date(now.getTime() - days * 86400_000).toISOString(),
+                                      until: now.toISOString(), bucket_s: String(bucket) });
   if (state.language) query.set("language", state.language);
   if (state.user) query.set("user", state.user);
-  const [series, deployments] = await Promise.all([
+  const [series, completions, deployments] = await Promise.all([
     api<OutcomeSeries>(`/v1/admin/stats/outcomes?${query}`),
+    api<CompletionStats>(`/v1/admin/stats/completions?${query}`),
     api<Deployment[]>("/v1/admin/deployments?limit=500"),
   ]);
+  const since = Date.parse(series.since);
+  const until = Date.parse(series.until);
+  const bucketMs = series.bucket_s * 1000;
   const rangeSelect = h("select", { id: "range", onchange: (e) => {
     state = { ...state, range: Number((e.target as HTMLSelectElement).value) };
     void renderOverview(app);
@@ -92,20 +81,36 @@ export async function renderOverview(app: HTMLElement): Promise<void> {
   const marks = deployments
     .filter((d) => d.status !== "failed")
     .map((d) => ({ x: Date.parse(d.created_at), label: adapterName(d.adapter_version) }));
-  const completions = h("canvas", { id: "chart-completions" });
-  const edits = h("canvas", { id: "chart-edits" });
+  const boxes = { accepted: h("div", { class: "chart" }), shown: h("div", { class: "chart" }),
+                  edits: h("div", { class: "chart" }) };
+  const card = (title: string, ...body: (HTMLElement | string)[]) =>
+    h("section", { class: "card" }, h("h2", {}, title), ...body);
   app.replaceChildren(
     h("h1", {}, "Overview"),
     h("div", { class: "filters" }, h("label", {}, "Range ", rangeSelect),
       h("label", {}, "Language ", languageSelect),
       h("label", {}, "User ", userSelect),
-      h("span", { class: "muted" }, `${label}, ${series.rows.reduce((n, r) => n + r.n, 0)} outcomes`)),
-    h("section", { class: "card" }, h("h2", {}, "Completions: accepted / shown, per adapter"),
-      h("div", { class: "chart" }, completions)),
-    h("section", { class: "card" }, h("h2", {}, "Agent edits: accepted (or partly) / decided, per adapter"),
-      h("div", { class: "chart" }, edits)),
-    h("section", { class: "card" }, h("h2", {}, "Counts and follow-ups"), countsTable(series.rows)),
+      h("span", { id: "range-text", class: "muted" },
+        `${label}: ${utcRange(since, until)}, ${series.rows.reduce((n, r) => n + r.n, 0)} outcomes`)),
+    card("Inline completions per adapter", ratesTable(completions),
+      h("p", { class: "muted note" }, "Share shown: requests the editor showed (an empty answer " +
+        "is never shown). Acceptance: of those shown, the ones whose latest decision was " +
+        "accepted, partially accepted, persisted or edited after accept; what the person " +
+        "wrote instead (`written`) is no decision. Intervals: 95% Wilson score.")),
+    card("Completions: accepted / shown, per adapter (by request time)", boxes.accepted),
+    card("Completions: shown / requested, per adapter (by request time)", boxes.shown),
+    card("Agent edits: accepted (or partly) / decided, per adapter", boxes.edits),
+    card("Counts and follow-ups", countsTable(series.rows)),
   );
-  lineChart(completions, acceptance(series.rows, "completion"), { time: true, percent: true, markers: marks });
-  lineChart(edits, acceptance(series.rows, "edit"), { time: true, percent: true, markers: marks });
+  const counts = (k: "accepted" | "shown", n: "shown" | "requests"): BucketCount[] =>
+    completions.buckets.map((b) => ({ t: Date.parse(b.t), adapter_version: b.adapter_version,
+                                      k: b[k], n: b[n] }));
+  const chart = { since, until, percent: true, markers: marks };
+  timeChart(boxes.accepted, "chart-completions", adapterSeries(counts("accepted", "shown"), since, until, bucketMs),
+            { ...chart, empty: "No shown completions in this range: nothing to chart." });
+  timeChart(boxes.shown, "chart-shown", adapterSeries(counts("shown", "requests"), since, until, bucketMs),
+            { ...chart, empty: "No completion requests in this range: nothing to chart." });
+  const edits = outcomeCounts(series.rows, "edit", ["accepted", "partially_accepted"], ["rejected"]);
+  timeChart(boxes.edits, "chart-edits", adapterSeries(edits, since, until, bucketMs),
+            { ...chart, empty: "No agent edits decided in this range: nothing to chart." });
 }
