@@ -4,7 +4,7 @@
         [--code-dir DIR] [--seeds N] [--rounds N] [--suggestions 64] [--eval-prompts N]
         [--quiet-share 0.2] [--no-written] [--context LINES] [--clients N]
         [--backend vllm|embedded] [--epochs E] [--train-seconds S] [--lr LR] [--max-length T]
-        [--accept-regex REGEX] [--broker-url URL] [--database-url URL]
+        [--accept-regex REGEX] [--broker-url URL] [--database-url URL] [--keep-adapters DIR]
 
 The bench starts the whole system in a temporary APPRENTICE_HOME: the model (--model: any
 Hugging Face checkpoint folder; default $APPRENTICE_TEST_MODEL or the dev model,
@@ -53,6 +53,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -289,6 +290,9 @@ def main() -> None:
     parser.add_argument("--backend", choices=["vllm", "embedded"], default=default_backend)
     parser.add_argument("--broker-url", default="", help="e.g. redis://127.0.0.1:6379/12")
     parser.add_argument("--database-url", default="", help="default: SQLite in the temp home")
+    parser.add_argument("--keep-adapters", type=Path, default=None,
+                        help="copy each seed's published adapters here (seed-N/policy-vM), "
+                        "e.g. for `apprentice eval completions --adapter`")  # fmt: skip
     args = parser.parse_args()
     if args.eval_prompts is None:
         args.eval_prompts = 64 if args.user == "intent" else 0
@@ -307,6 +311,9 @@ def main() -> None:
                 seeds.append(asyncio.run(run_bench(args, system, seed)))
             finally:
                 system.stop()
+                if args.keep_adapters is not None:
+                    kept = args.keep_adapters / f"seed-{seed}"
+                    shutil.copytree(Path(tmp) / "home" / "adapters", kept, dirs_exist_ok=True)
     print(json.dumps(summarize(args, model, seeds)))
 
 

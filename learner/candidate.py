@@ -60,16 +60,22 @@ def train_candidate(
         # Agent prompts are long: the task objective's rows may be as long as tasks.max_length
         # (every pass still under train.micro_batch_tokens, learner/batching.py).
         train = train.model_copy(update={"max_length": config.tasks.max_length})
+    extra: dict[str, Any] = {"groups": dataclasses.asdict(stats)} if stats is not None else {}
     code: list[Any] = []
     if "code" in cycle.objectives and config.mix.code > 0:
         from learner.demos import Encoder
         from learner.repo_code import repo_chunks
 
         code = repo_chunks(config.code, Encoder.of(ctx.settings.model_name))[0]
-    if not feedback and not demonstrations and not trajectories and not code:
+    completions: list[Any] = []
+    if "code" in cycle.objectives and config.code.completion_tasks and config.mix.completions:
+        from learner.completion_rl import completion_calls
+
+        completions, completion_stats = completion_calls(ctx, run_id, config)
+        extra["completion_tasks"] = completion_stats
+    if not feedback and not demonstrations and not trajectories and not code and not completions:
         raise RunSkipped(nothing_to_learn(cycle.objectives, stats))
     parent_version, parent_dir = ctx.serving_adapter()
-    extra = {"groups": dataclasses.asdict(stats)} if stats is not None else {}
     if cycle.objectives == ("feedback",) and train.processes > 1 and feedback:  # torchrun
         # The demonstration objective does not split its batches over ranks: left out here.
         from learner.distributed import train_distributed
@@ -88,6 +94,8 @@ def train_candidate(
              Part(DemonstrationObjective(demonstrations, train), config.mix.demonstrations,
                   train.epochs),
              Part(DemonstrationObjective(code, train, name="code"), config.mix.code, 1.0),
+             Part(TaskObjective(completions, train, config.tasks.update, name="completions"),
+                  config.mix.completions, config.tasks.update.epochs),
              Part(TaskObjective(trajectories, train, config.tasks.update), config.mix.tasks,
                   config.tasks.update.epochs)]  # fmt: skip
     result = run_update(policy, parts, train, progress=progress)

@@ -1,7 +1,8 @@
 """Settings of continued pretraining on the person's repository (`LearnerConfig.code`).
 
 The objective and the data are learner/repo_code.py's; the weight of its loss is
-`mix.code`; the gate's verdict on it is learner/gate.py `code_decision`.
+`mix.code`; the gate's verdict on it is learner/gate.py `code_decision`. RL on completion
+tasks mined from its history is learner/completion_rl.py's (weight `mix.completions`).
 """
 
 from __future__ import annotations
@@ -31,3 +32,15 @@ class CodeConfig(Frozen):
         default=24, ge=1, description="Held-out files (their first chunk) the gate scores."
     )
     seed: int = Field(default=0, description="Seed of the choice of training chunks.")
+    completion_tasks: int = Field(
+        default=0, ge=0, description="Completion tasks mined from the repository's history "
+        "(train split: learner/synth/completion.py) that each such cycle samples through the "
+        "serving path and trains on by their reward (RL: learner/completion_rl.py, weight "
+        "mix.completions); 0: none.",
+    )  # fmt: skip
+    samples: int = Field(default=4, ge=2, description="Completions sampled per task (a group).")
+    temperature: float = Field(
+        default=0.8, ge=0.0, description="Their sampling temperature (the product's prompt, "
+        "stop strings and length; a higher temperature than serving, so a group differs).",
+    )  # fmt: skip
+    max_tokens: int = Field(default=48, ge=1, description="Tokens of each sampled completion.")

@@ -172,6 +172,10 @@ class MixConfig(Frozen):
         description="Weight of the demonstration loss (what people wrote "
         "instead of a completion: learner/demonstrate.py); 0 leaves it out.",
     )
+    completions: float = Field(
+        default=1.0, ge=0, description="Weight of the completion-task RL loss "
+        "(`code.completion_tasks`: learner/completion_rl.py).",
+    )  # fmt: skip
     code: float = Field(
         default=1.0, ge=0, description="Weight of the loss on the repository's code "
         "(`code.repo`: continued pretraining, learner/repo_code.py).",

@@ -120,12 +120,11 @@ class TaskObjective:
     `backward(policy, picked, scale)` accumulates the gradients of the samples at `picked`.
     One process: a batch is not split over ranks."""
 
-    name = "tasks"
     distributed = False
 
     def __init__(self, samples: Sequence[CallSample], train: TrainConfig,
-                 config: TaskTrainConfig) -> None:  # fmt: skip
-        self.samples, self.train, self.config = list(samples), train, config
+                 config: TaskTrainConfig, name: str = "tasks") -> None:  # fmt: skip
+        self.samples, self.train, self.config, self.name = list(samples), train, config, name
         note_budget(train)
         self.old: dict[int, list[float]] = {}
         self.gap, self.gap_constrained = Gap(), Gap()
