@@ -67,13 +67,16 @@ def code_prompts(files: list[Path], n: int, seed: int, *, context: int = 15,
     `quiet_share` of them cut before a blank line after a non-blank one (nothing typed)."""
     rng = random.Random(seed)
     out: list[Prompt] = []
-    while len(out) < n:
-        path = rng.choice(files)
-        lines = path.read_text(errors="replace").splitlines()
-        cut = rng.randrange(10, len(lines) - 5)
+    for _ in range(n):
+        # Whether this prompt is quiet is drawn once, then a cut of that kind is searched
+        # for: drawing it again per try would make quiet prompts as rare as blank lines.
         quiet = rng.random() < quiet_share
-        if quiet != (not lines[cut].strip()) or (quiet and not lines[cut - 1].strip()):
-            continue
+        while True:
+            path = rng.choice(files)
+            lines = path.read_text(errors="replace").splitlines()
+            cut = rng.randrange(10, len(lines) - 5)
+            if quiet == (not lines[cut].strip()) and not (quiet and not lines[cut - 1].strip()):
+                break
         indent = "" if quiet else re.match(r"\s*", lines[cut]).group(0)  # type: ignore[union-attr]
         prefix = "\n".join(lines[max(0, cut - context) : cut]) + "\n" + indent
         name = str(path.relative_to(root)) if root else path.name
