@@ -101,7 +101,7 @@ def collect_demonstrations(
     if upto_outcome_id is not None:
         upper = min(upper, upto_outcome_id)
     excluded = excluded_user_ids(db, config.exclude_users)
-    counts = {"edits": 0, "excluded_user": 0, "empty": 0, "duplicate": 0, "quiet": 0}
+    counts = {"edits": 0, "excluded_user": 0, "empty": 0, "duplicate": 0}
     seen: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
     samples: list[Sample] = []
     for item in feedback_since(db, after_outcome_id=after_outcome_id):
@@ -125,7 +125,6 @@ def collect_demonstrations(
             counts["duplicate"] += 1
             continue
         seen.add(key)
-        counts["quiet"] += target == [encoder.eos_id]
         samples.append(Sample(
             suggestion_id=s.id, desirable=True, weight=1.0, prompt_ids=list(s.prompt_token_ids),
             completion_ids=target, behaviour_logprobs=[], adapter_version=s.adapter_version or 0,
@@ -133,5 +132,7 @@ def collect_demonstrations(
         ))  # fmt: skip
     samples = samples[-(cap if cap is not None else config.max_samples) :]
     samples, scaled = cap_user_share(samples, config.max_user_share)
-    summary = {"demonstrations": len(samples), "dropped": counts, "user_weight_scaled": scaled}
+    silent = sum(d.completion_ids == [encoder.eos_id] for d in samples)  # kept: they teach silence
+    summary = {"demonstrations": len(samples), "silent": silent, "dropped": counts,
+               "user_weight_scaled": scaled}  # fmt: skip
     return samples, summary

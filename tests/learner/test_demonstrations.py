@@ -98,8 +98,8 @@ def test_what_was_written_becomes_a_demonstration_of_the_prompt_it_answers(
     assert by_id[healed].completion_ids == [2], "the healed space goes back in front"
     assert by_id[quiet].completion_ids == [EOS], "nothing written teaches silence"
     assert all(d.desirable and d.outcome == WRITTEN and d.behaviour_logprobs == [] for d in demos)
-    assert summary["dropped"] == {"edits": 1, "excluded_user": 1, "empty": 0, "duplicate": 1,
-                                  "quiet": 1}  # fmt: skip
+    assert summary["dropped"] == {"edits": 1, "excluded_user": 1, "empty": 0, "duplicate": 1}
+    assert summary["silent"] == 1, "the silence taught is counted, not dropped"
     with transaction(db) as s:
         loud, _ = collect_demonstrations(s, NOW.model_copy(update={"quiet_demonstrations": False}),
                                          TOY)  # fmt: skip
