@@ -30,7 +30,7 @@ def _check(url: str) -> None:
             conn.execute(text(run_row("succeeded")))
         with pytest.raises(IntegrityError), engine.begin() as conn:
             conn.execute(text(run_row("deferred")))  # not a status before 0004
-        upgrade(url)
+        upgrade(url, "0004")
         assert current_revision(url) == "0004"
         with engine.begin() as conn:
             conn.execute(text(run_row("deferred")))
