@@ -1,7 +1,8 @@
 // The Apprentice chat webview: renders what the extension posts (messages, steps, edit cards)
 // and posts the person's actions back. Plain browser JS under a strict CSP (no inline code);
 // every server-provided string goes through textContent, never innerHTML.
-// DOM contract (the end-to-end test depends on it): textarea#prompt, button#send,
+// DOM contract (the end-to-end test depends on it): body[data-ready] once the handlers are
+// attached (before that a click does nothing), textarea#prompt, button#send,
 // button#new-session, div#messages holding .msg.user / .msg.assistant / .msg.step /
 // .msg.summary / .msg.done / .msg.error and div.edit-card[data-suggestion-id] (which may hold
 // a div.notice, e.g. when the file changed since the agent read it).
@@ -290,4 +291,5 @@
 
   // Ask for the transcript so far: a re-created view shows what the old one showed.
   vscode.postMessage({ type: "ready" });
+  document.body.dataset.ready = "1";
 })();

@@ -117,7 +117,9 @@ async function run() {
   step("workbench loaded");
 
   await runPaletteCommand(page, "Apprentice: Open Chat");
-  const chat = await findFrameWith(page, "textarea#prompt", 60_000);
+  // body[data-ready]: the webview's script has attached its handlers (the textarea exists
+  // before it runs, and a click before that is lost).
+  const chat = await findFrameWith(page, "body[data-ready] textarea#prompt", 60_000);
   step("chat webview found");
 
   await chat.locator("textarea#prompt").fill(PROMPT);
