@@ -67,7 +67,9 @@ def test_the_repository_files_split_and_chunks(tmp_path: Path, dev_model_dir: Pa
     with pytest.raises(RepoError, match="not a git repository"):
         repo_files(tmp_path)
     assert LearnerConfig.model_validate({"code": {"repo": str(repo)}}).cycle.gates == (
-        "feedback", "code")
+        "feedback",
+        "code",
+    )
 
 
 def test_a_cycle_learns_the_repository_code_and_its_gate_scores_held_out_files(
