@@ -66,6 +66,7 @@ def code_prompts(files: list[Path], n: int, seed: int, *, context: int = 15,
     """n prompts: `context` lines of a file cut before a non-blank line, its indent typed; a
     `quiet_share` of them cut before a blank line after a non-blank one (nothing typed)."""
     rng = random.Random(seed)
+    texts: dict[Path, list[str]] = {}  # each file read once, however many cuts are tried
     out: list[Prompt] = []
     for _ in range(n):
         # Whether this prompt is quiet is drawn once, then a cut of that kind is searched
@@ -73,9 +74,12 @@ def code_prompts(files: list[Path], n: int, seed: int, *, context: int = 15,
         quiet = rng.random() < quiet_share
         while True:
             path = rng.choice(files)
-            lines = path.read_text(errors="replace").splitlines()
+            if path not in texts:
+                texts[path] = path.read_text(errors="replace").splitlines()
+            lines = texts[path]
             cut = rng.randrange(10, len(lines) - 5)
-            if quiet == (not lines[cut].strip()) and not (quiet and not lines[cut - 1].strip()):
+            blank, after_text = not lines[cut].strip(), bool(lines[cut - 1].strip())
+            if blank == quiet and (after_text or not quiet):
                 break
         indent = "" if quiet else re.match(r"\s*", lines[cut]).group(0)  # type: ignore[union-attr]
         prefix = "\n".join(lines[max(0, cut - context) : cut]) + "\n" + indent
